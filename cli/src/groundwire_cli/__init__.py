@@ -1,0 +1,1 @@
+"""The groundwire command."""

@@ -1,0 +1,253 @@
+"""The groundwire command.
+
+groundwire up                      run the five services locally until Ctrl-C
+groundwire demo                    start the cluster, ingest samples/corpus, search it
+groundwire ingest PATH...          ingest files or folders into a collection
+groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from tqdm import tqdm
+
+from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_cli.ingest import find_documents, ingest_files
+from groundwire_core.errors import GroundwireError
+
+DEFAULT_MODEL_DIR = Path("var/models/minilm")
+DEFAULT_DATA = Path("var/qdrant")
+DEFAULT_RUN = Path("var/run")
+
+
+def _cluster(args: argparse.Namespace, free_ports: bool) -> LocalCluster:
+    if not (args.model_dir / "groundwire-model.json").exists():
+        raise SystemExit(
+            f"no model in {args.model_dir}: run `groundwire models build minilm "
+            f"--out {args.model_dir}` first"
+        )
+    if free_ports:
+        return LocalCluster.with_free_ports(args.run_dir, args.model_dir, args.data_path)
+    return LocalCluster(args.run_dir, args.model_dir, args.data_path)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    cluster = _cluster(args, args.free_ports)
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"starting {len(cluster.ports)} services; logs in {args.run_dir / 'logs'}", flush=True)
+    cluster.start()
+    try:
+        cluster.wait_ready()
+    except ClusterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    for name, port in cluster.ports.items():
+        print(f"  {name:<13} 127.0.0.1:{port}  SERVING")
+    print(f"Groundwire is up: {cluster.gateway_url}  (Ctrl-C stops it)", flush=True)
+    reported: set[str] = set()
+    try:
+        while not stop:
+            for name, code in cluster.crashed():
+                if name not in reported:
+                    reported.add(name)
+                    print(
+                        f"error: {name} exited with code {code}; its log ends with:\n"
+                        f"{cluster.children[name].log_tail()}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            time.sleep(0.2)
+    finally:
+        print("stopping…", flush=True)
+        cluster.stop()
+    return 1 if reported else 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    files = find_documents(args.paths)
+    if not files:
+        print("no documents found", file=sys.stderr)
+        return 1
+    return _ingest(args.retriever, args.collection, files, args.root)
+
+
+def _ingest(addr: str, collection: str, files: list[Path], root: Path | None) -> int:
+    with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
+        totals = asyncio.run(
+            ingest_files(addr, collection, files, root=root, on_progress=lambda p: bar.update(1))
+        )
+    print(
+        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
+        f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}"
+    )
+    for source, reason in totals.skipped:
+        print(f"  skipped {source}: {reason}")
+    return 0
+
+
+def _print_results(query: str, body: dict[str, object]) -> None:
+    print(f"\n? {query}")
+    results = body.get("results", [])
+    assert isinstance(results, list)
+    for r in results:
+        path = " > ".join(r["heading_path"]) or r["title"]
+        print(f"  {r['rank']}. [{r['score']:.3f}] {path}")
+        print(f"     source: {r['url'] or r['source_id']}")
+    stages = body.get("stages", [])
+    assert isinstance(stages, list)
+    notes = [
+        f"{s['name']} {s['ms']:.0f}ms" + (f" (fallback: {s['reason']})" if s["fallback"] else "")
+        for s in stages
+    ]
+    print(f"  stages: {'; '.join(notes)}")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    queries = [
+        q.strip()
+        for q in args.questions.read_text().splitlines()
+        if q.strip() and not q.lstrip().startswith("#")
+    ]
+    cluster = _cluster(args, free_ports=True)
+    print("starting the local cluster…", flush=True)
+    with cluster:
+        cluster.start()
+        try:
+            cluster.wait_ready()
+        except ClusterError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"cluster up at {cluster.gateway_url}", flush=True)
+        files = find_documents([args.corpus])
+        _ingest(cluster.addr("retriever"), args.collection, files, args.corpus)
+        with httpx.Client(base_url=cluster.gateway_url, timeout=30) as client:
+            for query in queries:
+                reply = client.post(
+                    "/v1/search",
+                    json={"query": query, "collection": args.collection, "limit": args.limit},
+                )
+                if reply.status_code != 200:
+                    print(
+                        f"error: search failed ({reply.status_code}): {reply.text}", file=sys.stderr
+                    )
+                    return 1
+                _print_results(query, reply.json())
+    return 0
+
+
+def cmd_models_build(args: argparse.Namespace) -> int:
+    try:
+        from groundwire_embedder.export import build_profile
+    except ImportError:
+        print(
+            "models build needs the export extra: "
+            "pip install -c constraints.txt -e 'services/embedder[export]'",
+            file=sys.stderr,
+        )
+        return 2
+    out = args.out or Path("var/models") / args.profile
+    report = build_profile(args.profile, out, int8=args.int8, source=args.source)
+    print(
+        f"built {report.profile} into {report.out_dir} in {report.seconds:.1f}s "
+        f"(max |onnx - torch| = {report.max_abs_diff_vs_torch:.2e}"
+        + (
+            f", int8 cosine mean {report.int8_cosine_mean:.4f} min {report.int8_cosine_min:.4f}"
+            if report.int8
+            else ""
+        )
+        + ")"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="groundwire", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def cluster_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--model-dir",
+            type=Path,
+            default=DEFAULT_MODEL_DIR,
+            help="embedder model folder (default: %(default)s)",
+        )
+        p.add_argument(
+            "--data-path",
+            type=Path,
+            default=DEFAULT_DATA,
+            help="embedded Qdrant folder (default: %(default)s)",
+        )
+        p.add_argument(
+            "--run-dir",
+            type=Path,
+            default=DEFAULT_RUN,
+            help="logs and ready files (default: %(default)s)",
+        )
+
+    up = sub.add_parser("up", help="run all five services locally until Ctrl-C")
+    cluster_args(up)
+    up.add_argument(
+        "--free-ports", action="store_true", help="pick free ports instead of 50051-50054 and 8080"
+    )
+    up.set_defaults(func=cmd_up)
+
+    demo = sub.add_parser("demo", help="start the cluster, ingest the sample corpus, search it")
+    cluster_args(demo)
+    demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
+    demo.add_argument("--questions", type=Path, default=Path("samples/questions.txt"))
+    demo.add_argument("--collection", default="docs")
+    demo.add_argument("--limit", type=int, default=3)
+    demo.set_defaults(func=cmd_demo)
+
+    ingest = sub.add_parser("ingest", help="ingest files or folders through the retriever")
+    ingest.add_argument("paths", nargs="+", type=Path)
+    ingest.add_argument("--collection", default="docs")
+    ingest.add_argument("--retriever", default="127.0.0.1:50053", help="retriever gRPC address")
+    ingest.add_argument(
+        "--root", type=Path, default=None, help="source ids are paths relative to this folder"
+    )
+    ingest.set_defaults(func=cmd_ingest)
+
+    models = sub.add_parser("models", help="build model folders")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    build = models_sub.add_parser("build", help="export a model profile to ONNX")
+    build.add_argument("profile", help="minilm")
+    build.add_argument("--out", type=Path, default=None, help="default: var/models/PROFILE")
+    build.add_argument("--int8", action="store_true", help="quantize to int8 (MatMul, per channel)")
+    build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
+    build.set_defaults(func=cmd_models_build)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        sys.exit(args.func(args))
+    except GroundwireError as error:
+        where = f" ({error.dependency})" if error.dependency else ""
+        print(f"error{where}: {error.message}", file=sys.stderr)
+        sys.exit(1)
+    except (FileNotFoundError, ClusterError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

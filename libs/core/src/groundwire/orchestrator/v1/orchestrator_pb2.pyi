@@ -1,0 +1,243 @@
+from groundwire.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_USER: _ClassVar[Role]
+    ROLE_ASSISTANT: _ClassVar[Role]
+
+class VerificationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERIFICATION_STATUS_UNSPECIFIED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_SUPPORTED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_UNSUPPORTED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_UNCHECKED: _ClassVar[VerificationStatus]
+
+class AnswerMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ANSWER_MODE_UNSPECIFIED: _ClassVar[AnswerMode]
+    ANSWER_MODE_GENERATED: _ClassVar[AnswerMode]
+    ANSWER_MODE_EXTRACTIVE: _ClassVar[AnswerMode]
+    ANSWER_MODE_DECLINED: _ClassVar[AnswerMode]
+
+class DependencyStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEPENDENCY_STATUS_UNSPECIFIED: _ClassVar[DependencyStatus]
+    DEPENDENCY_STATUS_SERVING: _ClassVar[DependencyStatus]
+    DEPENDENCY_STATUS_NOT_SERVING: _ClassVar[DependencyStatus]
+    DEPENDENCY_STATUS_DISABLED: _ClassVar[DependencyStatus]
+ROLE_UNSPECIFIED: Role
+ROLE_USER: Role
+ROLE_ASSISTANT: Role
+VERIFICATION_STATUS_UNSPECIFIED: VerificationStatus
+VERIFICATION_STATUS_SUPPORTED: VerificationStatus
+VERIFICATION_STATUS_UNSUPPORTED: VerificationStatus
+VERIFICATION_STATUS_UNCHECKED: VerificationStatus
+ANSWER_MODE_UNSPECIFIED: AnswerMode
+ANSWER_MODE_GENERATED: AnswerMode
+ANSWER_MODE_EXTRACTIVE: AnswerMode
+ANSWER_MODE_DECLINED: AnswerMode
+DEPENDENCY_STATUS_UNSPECIFIED: DependencyStatus
+DEPENDENCY_STATUS_SERVING: DependencyStatus
+DEPENDENCY_STATUS_NOT_SERVING: DependencyStatus
+DEPENDENCY_STATUS_DISABLED: DependencyStatus
+
+class Message(_message.Message):
+    __slots__ = ("role", "content")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    role: Role
+    content: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ...) -> None: ...
+
+class FieldFilter(_message.Message):
+    __slots__ = ("field", "any_of")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    ANY_OF_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    any_of: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, field: _Optional[str] = ..., any_of: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AskRequest(_message.Message):
+    __slots__ = ("collection", "messages", "filters", "listwise_rerank", "max_agent_steps")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    LISTWISE_RERANK_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGENT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    filters: _containers.RepeatedCompositeFieldContainer[FieldFilter]
+    listwise_rerank: bool
+    max_agent_steps: int
+    def __init__(self, collection: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., listwise_rerank: _Optional[bool] = ..., max_agent_steps: _Optional[int] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    HEADING_PATH_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_REASON_FIELD_NUMBER: _ClassVar[int]
+    INJECTION_FLAGGED_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    chunk_id: str
+    source_id: str
+    title: str
+    heading_path: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    text: str
+    score: float
+    match_reason: str
+    injection_flagged: bool
+    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., source_id: _Optional[str] = ..., title: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., match_reason: _Optional[str] = ..., injection_flagged: _Optional[bool] = ...) -> None: ...
+
+class RetrievalEvent(_message.Message):
+    __slots__ = ("sources",)
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+
+class DeltaEvent(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ResetEvent(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class Citation(_message.Message):
+    __slots__ = ("number", "sentence", "status", "support")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SENTENCE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    sentence: str
+    status: VerificationStatus
+    support: float
+    def __init__(self, number: _Optional[int] = ..., sentence: _Optional[str] = ..., status: _Optional[_Union[VerificationStatus, str]] = ..., support: _Optional[float] = ...) -> None: ...
+
+class CitationsEvent(_message.Message):
+    __slots__ = ("sources", "citations")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    citations: _containers.RepeatedCompositeFieldContainer[Citation]
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ...) -> None: ...
+
+class StagesEvent(_message.Message):
+    __slots__ = ("stages",)
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    stages: _containers.RepeatedCompositeFieldContainer[_common_pb2.StageReport]
+    def __init__(self, stages: _Optional[_Iterable[_Union[_common_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+
+class DoneEvent(_message.Message):
+    __slots__ = ("mode", "answer", "unsupported_citations")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    mode: AnswerMode
+    answer: str
+    unsupported_citations: int
+    def __init__(self, mode: _Optional[_Union[AnswerMode, str]] = ..., answer: _Optional[str] = ..., unsupported_citations: _Optional[int] = ...) -> None: ...
+
+class AskEvent(_message.Message):
+    __slots__ = ("retrieval", "delta", "reset", "citations", "stages", "done", "error")
+    RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    retrieval: RetrievalEvent
+    delta: DeltaEvent
+    reset: ResetEvent
+    citations: CitationsEvent
+    stages: StagesEvent
+    done: DoneEvent
+    error: _common_pb2.ErrorInfo
+    def __init__(self, retrieval: _Optional[_Union[RetrievalEvent, _Mapping]] = ..., delta: _Optional[_Union[DeltaEvent, _Mapping]] = ..., reset: _Optional[_Union[ResetEvent, _Mapping]] = ..., citations: _Optional[_Union[CitationsEvent, _Mapping]] = ..., stages: _Optional[_Union[StagesEvent, _Mapping]] = ..., done: _Optional[_Union[DoneEvent, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("collection", "query", "limit", "filters", "rerank", "reasons")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    query: str
+    limit: int
+    filters: _containers.RepeatedCompositeFieldContainer[FieldFilter]
+    rerank: bool
+    reasons: bool
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("results", "stages")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[Source]
+    stages: _containers.RepeatedCompositeFieldContainer[_common_pb2.StageReport]
+    def __init__(self, results: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., stages: _Optional[_Iterable[_Union[_common_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+
+class DependenciesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Dependency(_message.Message):
+    __slots__ = ("name", "status", "target", "latency_ms", "message")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    status: DependencyStatus
+    target: str
+    latency_ms: float
+    message: str
+    def __init__(self, name: _Optional[str] = ..., status: _Optional[_Union[DependencyStatus, str]] = ..., target: _Optional[str] = ..., latency_ms: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class DependenciesResponse(_message.Message):
+    __slots__ = ("dependencies",)
+    DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    dependencies: _containers.RepeatedCompositeFieldContainer[Dependency]
+    def __init__(self, dependencies: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ...) -> None: ...
+
+class InfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class InfoResponse(_message.Message):
+    __slots__ = ("llm_providers", "reranker_configured", "candidates", "rerank_keep", "max_agent_steps")
+    LLM_PROVIDERS_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    RERANK_KEEP_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGENT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    llm_providers: _containers.RepeatedScalarFieldContainer[str]
+    reranker_configured: bool
+    candidates: int
+    rerank_keep: int
+    max_agent_steps: int
+    def __init__(self, llm_providers: _Optional[_Iterable[str]] = ..., reranker_configured: _Optional[bool] = ..., candidates: _Optional[int] = ..., rerank_keep: _Optional[int] = ..., max_agent_steps: _Optional[int] = ...) -> None: ...

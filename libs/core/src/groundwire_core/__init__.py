@@ -1,0 +1,1 @@
+"""Groundwire's shared service runtime: settings, errors, gRPC bootstrap, telemetry."""

@@ -1,0 +1,1 @@
+"""Typed clients for Groundwire services used by more than one other service."""

@@ -1,0 +1,1 @@
+"""gRPC plumbing shared by every service: bootstrap, interceptors, error mapping, clients."""

@@ -1,0 +1,67 @@
+"""Client side: channels with the runtime interceptors, and the one error mapper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+from groundwire_core.grpc.errors import from_rpc_error
+from groundwire_core.grpc.interceptors import ClientContextInterceptor
+from groundwire_core.grpc.server import MAX_MESSAGE_BYTES
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Reconnect quickly after a dependency restarts: the default backoff grows to
+    # two minutes, which would keep a recovered reranker unused that long.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.enable_retries", 0),
+    ("grpc.lb_policy_name", "round_robin"),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+def create_channel(target: str) -> grpc.aio.Channel:
+    """An insecure channel to ``target`` carrying request ids, deadlines and traces.
+
+    ``dns:///host:port`` targets resolve every address, and round-robin spreads calls
+    across them (a headless Kubernetes Service gives one address per replica).
+    """
+    interceptors: list[grpc.aio.ClientInterceptor] = [
+        *aio_client_interceptors(),
+        ClientContextInterceptor(),
+    ]
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
+
+
+@contextmanager
+def rpc_errors(callee: str) -> Iterator[None]:
+    """Turns an AioRpcError raised inside into the matching GroundwireError."""
+    try:
+        yield
+    except grpc.aio.AioRpcError as error:
+        raise from_rpc_error(error, callee) from None
+
+
+async def check_health(
+    channel: grpc.aio.Channel, service: str = "", timeout_s: float = 1.0
+) -> tuple[bool, float, str]:
+    """Probes grpc.health.v1 on ``channel``: (serving, latency ms, reason if not)."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    started = time.perf_counter()
+    try:
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+    except grpc.aio.AioRpcError as error:
+        ms = (time.perf_counter() - started) * 1e3
+        return False, ms, f"{error.code().name.lower()}: {error.details() or ''}".strip(": ")
+    ms = (time.perf_counter() - started) * 1e3
+    serving = reply.status == health_pb2.HealthCheckResponse.SERVING
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    return serving, ms, "" if serving else name.lower()

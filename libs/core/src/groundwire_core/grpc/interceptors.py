@@ -1,0 +1,162 @@
+"""Cross-cutting work for every RPC, kept out of the handlers.
+
+Server side (:class:`ServerRuntimeInterceptor`): binds the caller's request id and
+deadline to the task, logs one line per RPC, and maps errors to gRPC status exactly
+once (a GroundwireError keeps its code; anything else becomes INTERNAL with a
+generic message while the traceback goes to the log only).
+
+Client side (:class:`ClientContextInterceptor`): every outgoing call carries the
+current request id and a timeout no later than the caller's own deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+from grpc.aio import ClientCallDetails
+
+from groundwire_core.context import (
+    NO_REQUEST_ID,
+    REQUEST_ID_HEADER,
+    current_request_id,
+    request_scope,
+    time_remaining,
+)
+from groundwire_core.errors import DeadlineExceeded, GroundwireError
+from groundwire_core.grpc.errors import to_status
+
+log = logging.getLogger("groundwire.rpc")
+
+_UNTRACED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k == key and isinstance(v, str):
+            return v
+    return None
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: GroundwireError) -> None:
+    status, details, trailing = to_status(error)
+    context.set_trailing_metadata(trailing)
+    await context.abort(status, details)
+
+
+class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
+    """Request ids, deadlines, one log line per RPC, and the error mapping."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(_UNTRACED_PREFIXES):
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    @staticmethod
+    def _wrap_unary(
+        method: str, inner: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async with _rpc_scope(method, context):
+                return await inner(request, context)
+
+        return handle
+
+    @staticmethod
+    def _wrap_stream(
+        method: str, inner: Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async with _rpc_scope(method, context):
+                async for item in inner(request, context):
+                    yield item
+
+        return handle
+
+
+@asynccontextmanager
+async def _rpc_scope(method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+    """One RPC: the caller's request id and deadline, its log line, its error mapping."""
+    rid = _metadata_value(context, REQUEST_ID_HEADER)
+    with request_scope(rid, context.time_remaining()):
+        started = time.perf_counter()
+        outcome = "OK"
+        try:
+            yield
+        except GroundwireError as error:
+            outcome = error.code
+            await _abort(context, error)
+        except grpc.aio.AbortError:
+            outcome = "aborted"
+            raise
+        except Exception:
+            outcome = "internal"
+            log.exception("unhandled error in %s", method)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+        finally:
+            log.info("%s %s %.1fms", method, outcome, (time.perf_counter() - started) * 1e3)
+
+
+def _with_context(details: ClientCallDetails) -> ClientCallDetails:
+    remaining = time_remaining()
+    timeout = details.timeout
+    if remaining is not None:
+        if remaining <= 0:
+            raise DeadlineExceeded("the request's deadline passed before the call was made")
+        timeout = remaining if timeout is None else min(timeout, remaining)
+    metadata = list(details.metadata or ())
+    rid = current_request_id()
+    # Outside a request scope there is no id to pass on; the server makes one.
+    if rid != NO_REQUEST_ID and not any(k == REQUEST_ID_HEADER for k, _ in metadata):
+        metadata.append((REQUEST_ID_HEADER, rid))
+    return ClientCallDetails(
+        details.method,
+        timeout,
+        grpc.aio.Metadata(*metadata),
+        details.credentials,
+        details.wait_for_ready,
+    )
+
+
+class ClientContextInterceptor(
+    grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor
+):
+    """Propagates the request id and the caller's deadline on every outgoing call."""
+
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[[ClientCallDetails, Any], Any],
+        client_call_details: ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await continuation(_with_context(client_call_details), request)
+
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[[ClientCallDetails, Any], Any],
+        client_call_details: ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await continuation(_with_context(client_call_details), request)

@@ -1,0 +1,150 @@
+"""Server bootstrap shared by every gRPC service.
+
+A service implements :class:`GrpcService` (register its servicers, warm up, stop);
+:func:`create_server` builds a server with the runtime and tracing interceptors,
+health and reflection, bound to ``host:port`` (port 0 picks a free one) and returns
+``(server, port)``. :func:`serving` runs the whole life cycle — health says SERVING
+only after ``start()`` (the warm-up) returned — and :func:`serve` adds signal
+handling for ``python -m groundwire_<svc>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+
+from groundwire_core.grpc.interceptors import ServerRuntimeInterceptor
+from groundwire_core.settings import ServiceSettings
+
+log = logging.getLogger("groundwire.server")
+
+# Larger than the 4 MiB default: an Embed reply for 64 texts of BGE-M3 ColBERT
+# vectors or an ingest of a PDF passes it.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class GrpcService(Protocol):
+    """What a service gives the runtime."""
+
+    @property
+    def name(self) -> str:
+        """Short name used in logs and errors, e.g. "embedder"."""
+        ...
+
+    @property
+    def service_names(self) -> Sequence[str]:
+        """Fully qualified gRPC service names, e.g. "groundwire.embedder.v1.EmbedderService"."""
+        ...
+
+    def register(self, server: grpc.aio.Server) -> None:
+        """Adds the servicers to ``server``; must not load models or open sockets."""
+
+    async def start(self) -> None:
+        """Warm-up: load models, open stores, connect. Health is SERVING after it."""
+
+    async def stop(self) -> None:
+        """Releases what start() acquired."""
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+
+
+def create_server(service: GrpcService, settings: ServiceSettings) -> RunningServer:
+    """Builds (does not start) the server for ``service``; health starts NOT_SERVING."""
+    server = grpc.aio.server(
+        # Health is not traced: the OTel interceptor assumes async-generator streams,
+        # and grpc's health Watch writes through context.write() instead.
+        interceptors=[
+            aio_server_interceptor(filter_=filters.negate(filters.health_check())),
+            ServerRuntimeInterceptor(),
+        ],
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    service.register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*service.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        raise OSError(f"could not bind {settings.host}:{settings.port}")
+    return RunningServer(server, port, health_servicer)
+
+
+async def _set_health(running: RunningServer, names: Sequence[str], status: int) -> None:
+    for name in ("", *names):
+        await running.health.set(name, status)
+
+
+@asynccontextmanager
+async def serving(service: GrpcService, settings: ServiceSettings) -> AsyncIterator[int]:
+    """Starts ``service`` on a real port, warms it up, yields the port; stops gracefully."""
+    running = create_server(service, settings)
+    await _set_health(running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await running.server.start()
+    log.info("%s listening on %s:%d (warming up)", service.name, settings.host, running.port)
+    try:
+        await service.start()
+        await _set_health(running, service.service_names, health_pb2.HealthCheckResponse.SERVING)
+        log.info("%s SERVING on port %d", service.name, running.port)
+        yield running.port
+    finally:
+        await _set_health(
+            running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        await running.server.stop(settings.shutdown_grace_s)
+        await service.stop()
+        log.info("%s stopped", service.name)
+
+
+async def serve(service: GrpcService, settings: ServiceSettings) -> None:
+    """Runs ``service`` until SIGINT or SIGTERM, then shuts down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with serving(service, settings) as port:
+        if settings.ready_file:
+            # written last, atomically: its presence means SERVING on this port
+            ready = Path(settings.ready_file)
+            tmp = ready.with_suffix(".tmp")
+            tmp.write_text(str(port))
+            tmp.replace(ready)
+        await stop.wait()
+        log.info("%s shutting down (grace %.1fs)", service.name, settings.shutdown_grace_s)
+
+
+def run(service: GrpcService, settings: ServiceSettings) -> None:
+    """Entry point body of ``python -m groundwire_<svc>``: logging, tracing, serve."""
+    from groundwire_core.logs import configure_logging
+    from groundwire_core.telemetry import setup_telemetry
+
+    configure_logging(settings, service.name)
+    provider = setup_telemetry(settings, service.name)
+    try:
+        asyncio.run(serve(service, settings))
+    except Exception:
+        log.exception("%s failed", service.name)
+        raise SystemExit(1) from None
+    finally:
+        provider.shutdown()

@@ -1,0 +1,41 @@
+"""The base of every service's settings: one frozen object from environment variables.
+
+Each service subclasses :class:`ServiceSettings` with its own prefix
+(``GROUNDWIRE_EMBEDDER_``, ``GROUNDWIRE_RETRIEVER_``…), builds it once in
+``__main__`` and passes it down. Nothing else in the code base reads the environment.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+OtelExporter = Literal["none", "otlp", "console"]
+
+
+class ServiceSettings(BaseSettings):
+    """Knobs every Groundwire service has; subclasses set ``env_prefix``."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", env_prefix="GROUNDWIRE_")
+
+    host: str = Field("127.0.0.1", description="Interface the server binds.")
+    port: int = Field(0, ge=0, le=65535, description="Port the server binds; 0 picks a free one.")
+    log_level: LogLevel = Field("INFO", description="Log level of the service's loggers.")
+    log_json: bool = Field(False, description="Log one JSON object per line instead of text.")
+    otel_exporter: OtelExporter = Field(
+        "none", description="Trace exporter: none (off), otlp (to otel_endpoint) or console."
+    )
+    otel_endpoint: str = Field(
+        "http://127.0.0.1:4317", description="OTLP/gRPC collector endpoint when otel_exporter=otlp."
+    )
+    shutdown_grace_s: float = Field(
+        5.0, gt=0, description="Seconds in-flight RPCs get to finish on SIGTERM."
+    )
+    ready_file: str | None = Field(
+        None,
+        description="If set, the bound port is written to this file once the service is "
+        "SERVING (used by `groundwire up` to find ports picked by the OS).",
+    )

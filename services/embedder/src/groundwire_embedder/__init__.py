@@ -1,0 +1,1 @@
+"""Groundwire embedder: bi-encoders served on ONNX Runtime over gRPC."""

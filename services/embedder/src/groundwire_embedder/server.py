@@ -1,0 +1,112 @@
+"""gRPC transport of the embedder: convert, call the engine, convert back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import grpc
+
+from groundwire.common.v1 import common_pb2
+from groundwire.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_embedder.engine import EmbeddingEngine
+from groundwire_embedder.models.onnx_backend import OnnxEncoder
+from groundwire_embedder.settings import EmbedderSettings
+
+OUTPUT_NAMES = {
+    embedder_pb2.OUTPUT_DENSE: "dense",
+    embedder_pb2.OUTPUT_SPARSE: "sparse",
+    embedder_pb2.OUTPUT_MULTI_VECTOR: "multi_vector",
+}
+OUTPUT_ENUMS = {name: value for value, name in OUTPUT_NAMES.items()}
+
+
+class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
+    """The embedder as the runtime sees it (GrpcService) and as gRPC sees it."""
+
+    name = "embedder"
+    service_names: Sequence[str] = (
+        embedder_pb2.DESCRIPTOR.services_by_name["EmbedderService"].full_name,
+    )
+
+    def __init__(self, settings: EmbedderSettings, engine: EmbeddingEngine | None = None) -> None:
+        self._engine = engine or EmbeddingEngine(
+            OnnxEncoder(
+                settings.model_dir,
+                intra_op_threads=settings.intra_op_threads,
+                inter_op_threads=settings.inter_op_threads,
+            ),
+            max_batch_tokens=settings.max_batch_tokens,
+            max_batch_texts=settings.max_batch_texts,
+            max_queue=settings.max_queue,
+        )
+
+    def register(self, server: grpc.aio.Server) -> None:
+        embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(self, server)
+
+    async def start(self) -> None:
+        await self._engine.start()
+
+    async def stop(self) -> None:
+        await self._engine.stop()
+
+    async def Embed(
+        self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.EmbedResponse:
+        started = time.perf_counter()
+        wanted = self._outputs(request)
+        result = await self._engine.embed(list(request.texts))
+        out = result.output
+        embeddings = []
+        for i in range(len(request.texts)):
+            emb = embedder_pb2.Embedding(tokens=result.tokens[i], truncated=result.truncated[i])
+            if "dense" in wanted:
+                emb.dense.values.extend(out.dense[i].tolist())
+            if "sparse" in wanted and out.sparse is not None:
+                weights = sorted(out.sparse[i].items())
+                emb.sparse.indices.extend(k for k, _ in weights)
+                emb.sparse.values.extend(v for _, v in weights)
+            if "multi_vector" in wanted and out.multi_vector is not None:
+                for row in out.multi_vector[i]:
+                    emb.multi_vector.add().values.extend(row.tolist())
+            embeddings.append(emb)
+        return embedder_pb2.EmbedResponse(
+            embeddings=embeddings,
+            total_tokens=sum(result.tokens),
+            timing=common_pb2.Timing(
+                queue_ms=result.queue_ms,
+                inference_ms=result.inference_ms,
+                total_ms=(time.perf_counter() - started) * 1e3,
+            ),
+        )
+
+    def _outputs(self, request: embedder_pb2.EmbedRequest) -> set[str]:
+        wanted = {OUTPUT_NAMES.get(o, "") for o in request.outputs} or {"dense"}
+        if "" in wanted:
+            raise InvalidInput("outputs contains an unknown value")
+        missing = wanted - set(self._engine.manifest.outputs)
+        if missing:
+            raise InvalidInput(
+                f"the model {self._engine.manifest.model_id} does not produce "
+                f"{', '.join(sorted(missing))} (it produces "
+                f"{', '.join(self._engine.manifest.outputs)})"
+            )
+        return wanted
+
+    async def Info(
+        self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.InfoResponse:
+        try:
+            m = self._engine.manifest
+        except RuntimeError:
+            raise Unavailable("the embedder model is not loaded yet") from None
+        return embedder_pb2.InfoResponse(
+            model_id=m.model_id,
+            profile=m.profile,
+            dense_dims=m.dense_dims,
+            max_tokens=m.max_tokens,
+            outputs=[OUTPUT_ENUMS[o] for o in m.outputs if o in OUTPUT_ENUMS],
+            quantized=m.quantized,
+            max_batch_texts=self._engine.max_batch_texts,
+        )

@@ -1,0 +1,36 @@
+"""Embedder settings: environment variables prefixed GROUNDWIRE_EMBEDDER_."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from groundwire_core.settings import ServiceSettings
+
+
+class EmbedderSettings(ServiceSettings):
+    model_config = SettingsConfigDict(
+        frozen=True, extra="ignore", env_prefix="GROUNDWIRE_EMBEDDER_"
+    )
+
+    port: int = Field(50051, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    model_dir: Path = Field(
+        Path("var/models/minilm"),
+        description="Folder with model.onnx, tokenizer.json and groundwire-model.json "
+        "(built by `groundwire models build PROFILE`).",
+    )
+    intra_op_threads: int = Field(
+        0, ge=0, description="ONNX Runtime intra-op threads; 0 = all cores."
+    )
+    inter_op_threads: int = Field(1, ge=1, description="ONNX Runtime inter-op threads.")
+    max_batch_tokens: int = Field(
+        16384, ge=256, description="Token budget of one model batch (texts x padded length)."
+    )
+    max_batch_texts: int = Field(256, ge=1, description="Most texts accepted in one Embed call.")
+    max_queue: int = Field(
+        64,
+        ge=1,
+        description="Requests waiting at most; beyond it Embed answers RESOURCE_EXHAUSTED.",
+    )

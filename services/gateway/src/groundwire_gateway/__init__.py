@@ -1,0 +1,1 @@
+"""Groundwire HTTP gateway: the API frontends call."""

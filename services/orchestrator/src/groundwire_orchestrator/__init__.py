@@ -1,0 +1,1 @@
+"""Groundwire orchestrator: the query -> retrieval -> rerank -> answer chain."""

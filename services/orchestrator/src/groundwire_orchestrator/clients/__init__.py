@@ -1,0 +1,1 @@
+"""Typed clients of the services the orchestrator calls."""

@@ -1,0 +1,89 @@
+"""The orchestrator's client of the retriever's Search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from groundwire.common.v1 import common_pb2
+from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_core.grpc.client import rpc_errors
+from groundwire_orchestrator.domain import Candidate, FieldFilter
+
+
+@dataclass(frozen=True)
+class PathSummary:
+    path: str
+    ms: float
+    hits: int
+    skipped: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class HybridQuery:
+    collection: str
+    text: str
+    dense: Sequence[float] | None
+    sparse: dict[int, float] | None
+    filters: Sequence[FieldFilter]
+    limit: int
+    path_limit: int
+    rrf_k: int
+    dense_floor: float
+
+
+class RetrieverClient:
+    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float) -> None:
+        self._stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        self._timeout_s = timeout_s
+
+    async def search(self, query: HybridQuery) -> tuple[list[Candidate], list[PathSummary]]:
+        """Hybrid search; failures come out as GroundwireError naming "retriever"."""
+        request = retriever_pb2.SearchRequest(
+            collection=query.collection,
+            text=query.text,
+            filters=[
+                retriever_pb2.FieldFilter(field=f.field, any_of=f.any_of) for f in query.filters
+            ],
+            limit=query.limit,
+            path_limit=query.path_limit,
+            rrf_k=query.rrf_k,
+            dense_floor=query.dense_floor,
+            fusion=retriever_pb2.FUSION_RRF,
+        )
+        if query.dense is not None:
+            request.dense.CopyFrom(common_pb2.DenseVector(values=query.dense))
+        if query.sparse:
+            items = sorted(query.sparse.items())
+            request.sparse.CopyFrom(
+                common_pb2.SparseVector(indices=[k for k, _ in items], values=[v for _, v in items])
+            )
+        with rpc_errors("retriever"):
+            reply = await self._stub.Search(request, timeout=self._timeout_s)
+        candidates = [
+            Candidate(
+                chunk_id=h.chunk.chunk_id,
+                source_id=h.chunk.source_id,
+                title=h.chunk.title,
+                heading_path=tuple(h.chunk.heading_path),
+                url=h.chunk.url,
+                text=h.chunk.text,
+                score=h.score,
+                fused_score=h.score,
+            )
+            for h in reply.hits
+        ]
+        paths = [
+            PathSummary(
+                path=retriever_pb2.SearchPath.Name(p.path).removeprefix("SEARCH_PATH_").lower(),
+                ms=p.ms,
+                hits=p.hits,
+                skipped=p.skipped,
+                reason=p.reason,
+            )
+            for p in reply.paths
+        ]
+        return candidates, paths

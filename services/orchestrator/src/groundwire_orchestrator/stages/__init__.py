@@ -1,0 +1,1 @@
+"""One small component per stage of the chain, each with typed input and output."""

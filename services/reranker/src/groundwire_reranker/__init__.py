@@ -1,0 +1,1 @@
+"""Groundwire reranker: cross-encoders served on ONNX Runtime over gRPC."""

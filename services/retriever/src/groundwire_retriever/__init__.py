@@ -1,0 +1,1 @@
+"""Groundwire retriever: Qdrant collections, ingest and hybrid search."""

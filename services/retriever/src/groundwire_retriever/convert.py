@@ -1,0 +1,169 @@
+"""The one module converting between retriever protobuf messages and domain types."""
+
+from __future__ import annotations
+
+from groundwire.common.v1 import common_pb2
+from groundwire.retriever.v1 import retriever_pb2
+from groundwire_core.errors import InvalidInput
+from groundwire_retriever.domain import (
+    Chunk,
+    ChunkVectors,
+    CollectionStats,
+    FieldFilter,
+    Fusion,
+    Hit,
+    PathReport,
+    SearchPath,
+    SearchQuery,
+    SparseVec,
+)
+from groundwire_retriever.service import DocumentInput, DocumentOutcome
+
+PATHS = {
+    retriever_pb2.SEARCH_PATH_DENSE: SearchPath.DENSE,
+    retriever_pb2.SEARCH_PATH_SPARSE: SearchPath.SPARSE,
+    retriever_pb2.SEARCH_PATH_BM25: SearchPath.BM25,
+}
+PATH_ENUMS = {v: k for k, v in PATHS.items()}
+FORMATS = {
+    retriever_pb2.DOCUMENT_FORMAT_UNSPECIFIED: "",
+    retriever_pb2.DOCUMENT_FORMAT_MARKDOWN: "markdown",
+    retriever_pb2.DOCUMENT_FORMAT_TEXT: "text",
+    retriever_pb2.DOCUMENT_FORMAT_HTML: "html",
+    retriever_pb2.DOCUMENT_FORMAT_PDF: "pdf",
+}
+STATUSES = {
+    "ingested": retriever_pb2.DOCUMENT_STATUS_INGESTED,
+    "unchanged": retriever_pb2.DOCUMENT_STATUS_UNCHANGED,
+    "skipped": retriever_pb2.DOCUMENT_STATUS_SKIPPED,
+}
+
+
+def collection_to_proto(stats: CollectionStats) -> retriever_pb2.Collection:
+    spec = stats.spec
+    return retriever_pb2.Collection(
+        name=spec.name,
+        dense_dims=spec.dense_dims,
+        learned_sparse=spec.learned_sparse,
+        bm25=spec.bm25,
+        filterable=list(spec.filterable),
+        embedder_model=spec.embedder_model,
+        chunks=stats.chunks,
+        sources=stats.sources,
+    )
+
+
+def document_from_proto(doc: retriever_pb2.Document) -> DocumentInput:
+    return DocumentInput(
+        source_id=doc.source_id,
+        content=doc.content,
+        format=FORMATS.get(doc.format, ""),
+        title=doc.title,
+        url=doc.url,
+        doc_type=doc.doc_type,
+        filename=doc.filename,
+        metadata=dict(doc.metadata),
+    )
+
+
+def outcome_to_proto(outcome: DocumentOutcome) -> retriever_pb2.DocumentResult:
+    return retriever_pb2.DocumentResult(
+        source_id=outcome.source_id,
+        status=STATUSES[outcome.status],
+        chunks=outcome.chunks,
+        reason=outcome.reason,
+    )
+
+
+def _sparse(vec: common_pb2.SparseVector) -> SparseVec:
+    if len(vec.indices) != len(vec.values):
+        raise InvalidInput("sparse vector indices and values differ in length")
+    return SparseVec(tuple(vec.indices), tuple(vec.values))
+
+
+def chunk_from_proto(chunk: retriever_pb2.Chunk) -> tuple[Chunk, ChunkVectors]:
+    return (
+        Chunk(
+            chunk_id=chunk.chunk_id,
+            source_id=chunk.source_id,
+            text=chunk.text,
+            title=chunk.title,
+            heading_path=tuple(chunk.heading_path),
+            chunk_index=chunk.chunk_index,
+            url=chunk.url,
+            doc_type=chunk.doc_type,
+            content_hash=chunk.content_hash,
+            metadata=dict(chunk.metadata),
+            created_at=chunk.created_at,
+        ),
+        ChunkVectors(
+            dense=tuple(chunk.dense.values) if chunk.HasField("dense") else None,
+            sparse=_sparse(chunk.sparse) if chunk.HasField("sparse") else None,
+        ),
+    )
+
+
+def chunk_to_proto(chunk: Chunk) -> retriever_pb2.Chunk:
+    return retriever_pb2.Chunk(
+        chunk_id=chunk.chunk_id,
+        source_id=chunk.source_id,
+        text=chunk.text,
+        title=chunk.title,
+        heading_path=list(chunk.heading_path),
+        chunk_index=chunk.chunk_index,
+        url=chunk.url,
+        doc_type=chunk.doc_type,
+        content_hash=chunk.content_hash,
+        metadata=dict(chunk.metadata),
+        created_at=chunk.created_at,
+    )
+
+
+def query_from_proto(request: retriever_pb2.SearchRequest) -> SearchQuery:
+    dense = tuple(request.dense.values) if request.HasField("dense") else None
+    sparse = _sparse(request.sparse) if request.HasField("sparse") else None
+    if request.paths:
+        unknown = [p for p in request.paths if p not in PATHS]
+        if unknown:
+            raise InvalidInput(f"unknown search path value(s): {unknown}")
+        paths = frozenset(PATHS[p] for p in request.paths)
+    else:
+        paths = frozenset(SearchPath)
+    weights: dict[SearchPath, float] = {}
+    for name, weight in request.weights.items():
+        try:
+            weights[SearchPath(name)] = weight
+        except ValueError:
+            raise InvalidInput(f"unknown path {name!r} in weights") from None
+    return SearchQuery(
+        text=request.text,
+        dense=dense,
+        sparse=sparse,
+        paths=paths,
+        path_limit=request.path_limit or 100,
+        fusion=Fusion.WEIGHTED if request.fusion == retriever_pb2.FUSION_WEIGHTED else Fusion.RRF,
+        rrf_k=request.rrf_k or 60,
+        weights=weights,
+        filters=tuple(FieldFilter(f.field, tuple(f.any_of)) for f in request.filters),
+        dense_floor=request.dense_floor if request.HasField("dense_floor") else 0.3,
+        limit=request.limit or 50,
+    )
+
+
+def hit_to_proto(hit: Hit) -> retriever_pb2.SearchHit:
+    return retriever_pb2.SearchHit(
+        chunk=chunk_to_proto(hit.chunk),
+        score=hit.score,
+        path_ranks={p.value: r for p, r in hit.path_ranks.items()},
+        path_scores={p.value: s for p, s in hit.path_scores.items()},
+    )
+
+
+def path_report_to_proto(report: PathReport) -> retriever_pb2.PathReport:
+    return retriever_pb2.PathReport(
+        path=PATH_ENUMS[report.path],
+        ms=report.ms,
+        hits=report.hits,
+        skipped=report.skipped,
+        reason=report.reason,
+    )

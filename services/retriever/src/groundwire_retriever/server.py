@@ -1,0 +1,169 @@
+"""gRPC transport of the retriever: convert, call RetrieverCore, convert back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+
+from groundwire.common.v1 import common_pb2
+from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.errors import InvalidInput
+from groundwire_core.grpc.client import create_channel
+from groundwire_retriever import convert
+from groundwire_retriever.service import ChunkingPolicy, IngestSummary, RetrieverCore
+from groundwire_retriever.settings import RetrieverSettings
+from groundwire_retriever.store.edge import EdgeStore
+
+
+class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
+    name = "retriever"
+    service_names: Sequence[str] = (
+        retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name,
+    )
+
+    def __init__(self, settings: RetrieverSettings) -> None:
+        self._settings = settings
+        self._channel: grpc.aio.Channel | None = None
+        self._core: RetrieverCore | None = None
+
+    def register(self, server: grpc.aio.Server) -> None:
+        retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(self, server)
+
+    async def start(self) -> None:
+        s = self._settings
+        if s.qdrant_url:
+            raise InvalidInput(
+                "GROUNDWIRE_RETRIEVER_QDRANT_URL is not supported by this version yet; "
+                "unset it to use the embedded engine"
+            )
+        self._channel = create_channel(s.embedder_addr)
+        self._core = RetrieverCore(
+            EdgeStore(s.data_path),
+            EmbedderClient(self._channel),
+            policy=ChunkingPolicy(
+                max_tokens=s.chunk_max_tokens,
+                overlap_tokens=s.chunk_overlap_tokens,
+                max_document_bytes=s.max_document_bytes,
+            ),
+            embed_batch=s.embed_batch,
+        )
+        await self._core.start()
+
+    async def stop(self) -> None:
+        if self._core is not None:
+            await self._core.stop()
+        if self._channel is not None:
+            await self._channel.close()
+
+    @property
+    def core(self) -> RetrieverCore:
+        if self._core is None:
+            raise RuntimeError("the retriever is not started")
+        return self._core
+
+    async def CreateCollection(
+        self, request: retriever_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.Collection:
+        await self.core.create_collection(request.name, list(request.filterable))
+        return convert.collection_to_proto(await self.core.describe(request.name))
+
+    async def ListCollections(
+        self, request: retriever_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.ListCollectionsResponse:
+        stats = await self.core.list_collections()
+        return retriever_pb2.ListCollectionsResponse(
+            collections=[convert.collection_to_proto(s) for s in stats]
+        )
+
+    async def DescribeCollection(
+        self, request: retriever_pb2.DescribeCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.Collection:
+        return convert.collection_to_proto(await self.core.describe(request.name))
+
+    async def DropCollection(
+        self, request: retriever_pb2.DropCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.DropCollectionResponse:
+        await self.core.drop_collection(request.name)
+        return retriever_pb2.DropCollectionResponse()
+
+    async def Ingest(
+        self, request: retriever_pb2.IngestRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[retriever_pb2.IngestEvent]:
+        docs = [convert.document_from_proto(d) for d in request.documents]
+        async for item in self.core.ingest(
+            request.collection, docs, create=request.create_collection
+        ):
+            if isinstance(item, IngestSummary):
+                outcomes = item.outcomes
+                yield retriever_pb2.IngestEvent(
+                    report=retriever_pb2.IngestReport(
+                        documents=[convert.outcome_to_proto(o) for o in outcomes],
+                        ingested=sum(o.status == "ingested" for o in outcomes),
+                        unchanged=sum(o.status == "unchanged" for o in outcomes),
+                        skipped=sum(o.status == "skipped" for o in outcomes),
+                        chunks_written=item.chunks_written,
+                        seconds=item.seconds,
+                    )
+                )
+            else:
+                yield retriever_pb2.IngestEvent(
+                    progress=retriever_pb2.IngestProgress(
+                        done=item.done,
+                        total=item.total,
+                        document=convert.outcome_to_proto(item.outcome),
+                    )
+                )
+
+    async def Upsert(
+        self, request: retriever_pb2.UpsertRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.UpsertResponse:
+        chunks = [convert.chunk_from_proto(c) for c in request.chunks]
+        return retriever_pb2.UpsertResponse(
+            upserted=await self.core.upsert(request.collection, chunks)
+        )
+
+    async def DeleteBySource(
+        self, request: retriever_pb2.DeleteBySourceRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.DeleteBySourceResponse:
+        deleted = await self.core.delete_by_source(request.collection, request.source_id)
+        return retriever_pb2.DeleteBySourceResponse(deleted=deleted)
+
+    async def Search(
+        self, request: retriever_pb2.SearchRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.SearchResponse:
+        started = time.perf_counter()
+        query = convert.query_from_proto(request)
+        inner = time.perf_counter()
+        result = await self.core.search(request.collection, query)
+        done = time.perf_counter()
+        return retriever_pb2.SearchResponse(
+            hits=[convert.hit_to_proto(h) for h in result.hits],
+            paths=[convert.path_report_to_proto(p) for p in result.paths],
+            timing=common_pb2.Timing(
+                queue_ms=(inner - started) * 1e3,
+                inference_ms=(done - inner) * 1e3,
+                total_ms=(time.perf_counter() - started) * 1e3,
+            ),
+        )
+
+    async def Stats(
+        self, request: retriever_pb2.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.StatsResponse:
+        stats = await self.core.list_collections()
+        return retriever_pb2.StatsResponse(
+            collections=[convert.collection_to_proto(s) for s in stats], engine="edge"
+        )
+
+    async def Info(
+        self, request: retriever_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.InfoResponse:
+        specs = await self.core.list_collections()
+        return retriever_pb2.InfoResponse(
+            engine="edge",
+            location=str(self._settings.data_path),
+            embedder=self._settings.embedder_addr,
+            collections=len(specs),
+        )

@@ -1,0 +1,238 @@
+"""The retriever's logic: collections, ingestion and search over a VectorStore.
+
+No gRPC here; the store is synchronous (the embedded engine is in-process Rust) and
+is called through worker threads so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.errors import GroundwireError, InvalidInput
+from groundwire_retriever.domain import (
+    Chunk,
+    ChunkVectors,
+    CollectionSpec,
+    CollectionStats,
+    SearchQuery,
+    SearchResult,
+    SparseVec,
+)
+from groundwire_retriever.ingest.chunker import chunk_document
+from groundwire_retriever.ingest.parsers import guess_format, parse
+from groundwire_retriever.store.base import VectorStore
+
+log = logging.getLogger("groundwire.retriever")
+
+_CHUNK_NAMESPACE = uuid.UUID("6f1c2b0e-8a1d-4e55-9a51-5b7d1f0a9c11")
+BASE_FILTERABLE = ("source_id", "doc_type", "title")
+
+
+@dataclass(frozen=True)
+class DocumentInput:
+    source_id: str
+    content: bytes
+    format: str = ""
+    title: str = ""
+    url: str = ""
+    doc_type: str = ""
+    filename: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    source_id: str
+    status: str  # "ingested" | "unchanged" | "skipped"
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class IngestTick:
+    done: int
+    total: int
+    outcome: DocumentOutcome
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    outcomes: tuple[DocumentOutcome, ...]
+    chunks_written: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ChunkingPolicy:
+    max_tokens: int = 800
+    overlap_tokens: int = 50
+    max_document_bytes: int = 20 * 1024 * 1024
+
+
+class RetrieverCore:
+    """Collections, ingest and hybrid search; errors are GroundwireErrors."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: EmbedderClient,
+        *,
+        policy: ChunkingPolicy | None = None,
+        embed_batch: int = 32,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._policy = policy or ChunkingPolicy()
+        self._embed_batch = embed_batch
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._store.open)
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self._store.close)
+
+    async def create_collection(
+        self, name: str, extra_filterable: Sequence[str] = ()
+    ) -> CollectionSpec:
+        """Creates ``name`` sized for the embedder's model. Raises AlreadyExists, Unavailable."""
+        info = await self._embedder.info()
+        spec = CollectionSpec(
+            name=name,
+            dense_dims=info.dense_dims,
+            learned_sparse="sparse" in info.outputs,
+            bm25=True,
+            filterable=tuple(dict.fromkeys((*BASE_FILTERABLE, *extra_filterable))),
+            embedder_model=info.model_id,
+        )
+        await asyncio.to_thread(self._store.create_collection, spec)
+        return spec
+
+    async def list_collections(self) -> list[CollectionStats]:
+        specs = await asyncio.to_thread(self._store.list_collections)
+        return [await self.describe(spec.name) for spec in specs]
+
+    async def describe(self, name: str) -> CollectionStats:
+        return await asyncio.to_thread(self._store.describe, name)
+
+    async def drop_collection(self, name: str) -> None:
+        await asyncio.to_thread(self._store.drop_collection, name)
+
+    async def search(self, name: str, query: SearchQuery) -> SearchResult:
+        return await asyncio.to_thread(self._store.search, name, query)
+
+    async def delete_by_source(self, name: str, source_id: str) -> int:
+        return await asyncio.to_thread(self._store.delete_by_source, name, source_id)
+
+    async def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> int:
+        """Stores chunks, embedding those that come without a dense vector."""
+        spec = (await self.describe(name)).spec
+        missing = [i for i, (_, v) in enumerate(chunks) if v.dense is None]
+        filled = list(chunks)
+        if missing:
+            vectors = await self._embed([chunks[i][0].text for i in missing], spec)
+            for i, vec in zip(missing, vectors, strict=True):
+                filled[i] = (chunks[i][0], vec)
+        await asyncio.to_thread(self._store.upsert, name, filled)
+        return len(filled)
+
+    async def ingest(
+        self, name: str, documents: Sequence[DocumentInput], *, create: bool = False
+    ) -> AsyncIterator[IngestTick | IngestSummary]:
+        """Ingests documents one by one, yielding a tick per document then a summary.
+
+        A bad document is skipped with its reason; the rest go in. Raises NotFound
+        when the collection is missing and ``create`` is false.
+        """
+        started = time.perf_counter()
+        try:
+            spec = (await self.describe(name)).spec
+        except GroundwireError as error:
+            if not create or error.code != "not_found":
+                raise
+            spec = await self.create_collection(name)
+        outcomes: list[DocumentOutcome] = []
+        written = 0
+        for done, doc in enumerate(documents, start=1):
+            try:
+                outcome = await self._ingest_one(spec, doc)
+            except InvalidInput as error:
+                outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
+            if outcome.status == "ingested":
+                written += outcome.chunks
+            outcomes.append(outcome)
+            yield IngestTick(done, len(documents), outcome)
+        yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
+
+    async def _ingest_one(self, spec: CollectionSpec, doc: DocumentInput) -> DocumentOutcome:
+        if not doc.source_id.strip():
+            raise InvalidInput("source_id must not be empty")
+        if len(doc.content) > self._policy.max_document_bytes:
+            raise InvalidInput(
+                f"the document is {len(doc.content)} bytes; the limit is "
+                f"{self._policy.max_document_bytes}"
+            )
+        parsed = parse(
+            doc.content,
+            guess_format(doc.format, doc.filename),
+            title=doc.title,
+            filename=doc.filename or doc.source_id,
+        )
+        pieces = chunk_document(
+            parsed.title,
+            parsed.body,
+            summary=parsed.summary,
+            max_tokens=self._policy.max_tokens,
+            overlap_tokens=self._policy.overlap_tokens,
+        )
+        now = time.time()
+        front = parsed.front_matter
+        chunks = [
+            Chunk(
+                chunk_id=str(uuid.uuid5(_CHUNK_NAMESPACE, f"{doc.source_id}\x00{p.index}\x00{h}")),
+                source_id=doc.source_id,
+                text=p.text,
+                title=parsed.title,
+                heading_path=p.heading_path,
+                chunk_index=p.index,
+                url=doc.url or front.get("url", ""),
+                doc_type=doc.doc_type or front.get("type", ""),
+                content_hash=h,
+                metadata=dict(doc.metadata),
+                created_at=now,
+            )
+            for p in pieces
+            for h in [hashlib.sha256(p.text.encode()).hexdigest()]
+        ]
+        stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
+        if stored == {c.chunk_id: c.content_hash for c in chunks}:
+            return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
+        vectors = await self._embed([c.text for c in chunks], spec)
+        # New chunks first, then the stale ones: readers never see the source vanish.
+        await asyncio.to_thread(
+            self._store.upsert, spec.name, list(zip(chunks, vectors, strict=True))
+        )
+        stale = set(stored) - {c.chunk_id for c in chunks}
+        if stale:
+            await asyncio.to_thread(self._store.delete_chunks, spec.name, sorted(stale))
+        return DocumentOutcome(doc.source_id, "ingested", chunks=len(chunks))
+
+    async def _embed(self, texts: Sequence[str], spec: CollectionSpec) -> list[ChunkVectors]:
+        outputs = ("dense", "sparse") if spec.learned_sparse else ("dense",)
+        vectors: list[ChunkVectors] = []
+        for start in range(0, len(texts), self._embed_batch):
+            batch = texts[start : start + self._embed_batch]
+            for emb in await self._embedder.embed(batch, query=False, outputs=outputs):
+                sparse = (
+                    SparseVec(tuple(emb.sparse), tuple(emb.sparse.values()))
+                    if emb.sparse is not None
+                    else None
+                )
+                vectors.append(ChunkVectors(dense=emb.dense, sparse=sparse))
+        return vectors

@@ -1,0 +1,32 @@
+"""Retriever settings: environment variables prefixed GROUNDWIRE_RETRIEVER_."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from groundwire_core.settings import ServiceSettings
+
+
+class RetrieverSettings(ServiceSettings):
+    model_config = SettingsConfigDict(
+        frozen=True, extra="ignore", env_prefix="GROUNDWIRE_RETRIEVER_"
+    )
+
+    port: int = Field(50053, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    data_path: Path = Field(
+        Path("var/qdrant"), description="Folder of the embedded Qdrant engine (qdrant-edge)."
+    )
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server URL; when set it is used instead of the embedded engine."
+    )
+    embedder_addr: str = Field("127.0.0.1:50051", description="gRPC address of the embedder.")
+    embed_batch: int = Field(32, ge=1, le=256, description="Chunks embedded per embedder call.")
+    chunk_min_tokens: int = Field(300, ge=16, description="Chunks are packed to at least this.")
+    chunk_max_tokens: int = Field(800, ge=32, description="Chunks never exceed this.")
+    chunk_overlap_tokens: int = Field(50, ge=0, description="Tokens repeated between chunks.")
+    max_document_bytes: int = Field(
+        20 * 1024 * 1024, ge=1, description="Larger documents are skipped with a reason."
+    )
