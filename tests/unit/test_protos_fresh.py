@@ -21,12 +21,13 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def test_generated_stubs_match_protos(repo_root: Path, tmp_path: Path) -> None:
-    subprocess.run(
+    done = subprocess.run(
         ["bash", str(repo_root / "scripts/gen_protos.sh"), str(tmp_path)],
-        check=True,
         capture_output=True,
+        text=True,
         env={**os.environ, "PYTHON": sys.executable},
     )
+    assert done.returncode == 0, f"gen_protos.sh failed:\n{done.stderr}"
     fresh = _tree(tmp_path / "groundwire")
     committed = _tree(repo_root / "libs/core/src/groundwire")
     assert fresh, "the generator produced nothing"

@@ -85,8 +85,9 @@ def test_title_precedence() -> None:
 def test_parsed_document_chunks_with_its_summary_and_title() -> None:
     doc = parse(GUIDE, "markdown")
     chunks = chunk_document(doc.title, doc.body, summary=doc.summary)
-    assert chunks[0].heading_path == ("My Guide", "Heading")
-    assert chunks[0].text == "My Guide > Heading\n\nHow to do things.\n\nBody text."
+    # the document's leading H1 is its title: the front matter's title stands for it
+    assert chunks[0].heading_path == ("My Guide",)
+    assert chunks[0].text == "My Guide\n\nHow to do things.\n\nBody text."
 
 
 @pytest.mark.parametrize(

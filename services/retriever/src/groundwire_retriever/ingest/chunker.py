@@ -50,10 +50,14 @@ def _sections(title: str, body: str) -> Iterator[_Section]:
     fence: str | None = None
     in_table = False
 
+    headings_seen = 0
+    leading_h1 = False  # a document's first heading, when level 1, is its title
+
     def path() -> tuple[str, ...]:
-        names = [name for _, name in stack]
-        if names and names[0] == title:
-            names = names[1:]
+        entries = list(stack)
+        if entries and ((leading_h1 and entries[0][0] == 1) or entries[0][1] == title):
+            entries = entries[1:]
+        names = [name for _, name in entries]
         return (title, *names) if title else tuple(names)
 
     def close_block() -> None:
@@ -87,6 +91,11 @@ def _sections(title: str, body: str) -> Iterator[_Section]:
                 yield _Section(section_path, blocks)
             blocks = []
             level = len(heading.group(1))
+            headings_seen += 1
+            if headings_seen == 1 and level == 1 and not blocks:
+                leading_h1 = True
+            elif level == 1:
+                leading_h1 = False
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, heading.group(2)))
