@@ -162,3 +162,12 @@ async def test_embed_then_ingest_then_search_in_process(cluster: dict[str, int])
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub_o.Search(orchestrator_pb2.SearchRequest(collection="nope", query="x"))
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_tokenize_counts_without_truncation(cluster: dict[str, int]) -> None:
+    from groundwire_core.clients.embedder import EmbedderClient
+
+    async with create_channel(f"127.0.0.1:{cluster['embedder']}") as ch:
+        counts = await EmbedderClient(ch).count_tokens(["hello world", "word " * 400])
+    assert counts[0] == 4  # [CLS] hello world [SEP]
+    assert counts[1] == 402, "longer than max_tokens (256): counted, not truncated"

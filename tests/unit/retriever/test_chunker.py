@@ -217,7 +217,9 @@ def test_approx_tokens(text: str, tokens: int) -> None:
 
 
 def test_a_leading_h1_is_the_title_but_later_h1s_are_sections() -> None:
-    chunks = chunk_document("Front Title", "# Doc H1\n\nintro\n\n## Sub\n\ntext\n\n# Part Two\n\nmore")
+    chunks = chunk_document(
+        "Front Title", "# Doc H1\n\nintro\n\n## Sub\n\ntext\n\n# Part Two\n\nmore"
+    )
     assert [c.heading_path for c in chunks] == [
         ("Front Title",),
         ("Front Title", "Sub"),

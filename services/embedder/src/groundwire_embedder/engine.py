@@ -37,6 +37,8 @@ class Encoder(Protocol):
 
     def tokenize(self, texts: Sequence[str]) -> EncodedBatch: ...
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
     def infer(self, batch: EncodedBatch) -> Any: ...
 
     def postprocess(self, batch: EncodedBatch, raw: Any) -> EncoderOutput: ...
@@ -125,6 +127,16 @@ class EmbeddingEngine:
                 f"the embedder queue is full ({self._queue.maxsize} requests)", retry_after_s=1.0
             ) from None
         return await job.future
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Untruncated token counts. Raises InvalidInput (empty, too many), Unavailable."""
+        if not self._ready:
+            raise Unavailable("the embedder is not ready")
+        if not texts:
+            raise InvalidInput("texts must not be empty")
+        if len(texts) > self._max_batch_texts:
+            raise InvalidInput(f"at most {self._max_batch_texts} texts per call (got {len(texts)})")
+        return await asyncio.to_thread(self._encoder.count_tokens, texts)
 
     def _take_batch(self, first: _Job) -> list[_Job]:
         """``first`` plus queued jobs while the batch stays within both budgets."""

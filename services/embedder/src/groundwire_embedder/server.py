@@ -94,6 +94,12 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             )
         return wanted
 
+    async def Tokenize(
+        self, request: embedder_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
+    ) -> embedder_pb2.TokenizeResponse:
+        counts = await self._engine.count_tokens(list(request.texts))
+        return embedder_pb2.TokenizeResponse(counts=counts)
+
     async def Info(
         self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> embedder_pb2.InfoResponse:

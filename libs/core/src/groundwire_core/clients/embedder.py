@@ -57,6 +57,14 @@ class EmbedderClient:
             outputs=frozenset(_NAMES[o] for o in reply.outputs if o in _NAMES),
         )
 
+    async def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """The model's token count per text (untruncated)."""
+        with rpc_errors("embedder"):
+            reply = await self._stub.Tokenize(
+                embedder_pb2.TokenizeRequest(texts=list(texts)), timeout=self._timeout_s
+            )
+        return list(reply.counts)
+
     async def embed(
         self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
     ) -> list[TextEmbedding]:

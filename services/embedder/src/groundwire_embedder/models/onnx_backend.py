@@ -61,6 +61,7 @@ class OnnxEncoder:
         self._manifest: ModelManifest | None = None
         self._session: ort.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
+        self._counter: Tokenizer | None = None
         self._feed_names: tuple[str, ...] = ()
         self._pad_id = 0
         self._hidden_dims = 0
@@ -128,8 +129,12 @@ class OnnxEncoder:
             pad_id = int(padding["pad_id"]) if padding else _guess_pad_id(tokenizer)
             tokenizer.no_padding()  # we pad per batch ourselves
             tokenizer.enable_truncation(max_length=manifest.max_tokens)
+            counter = Tokenizer.from_file(str(tokenizer_path))
+            counter.no_padding()
+            counter.no_truncation()
 
             self._tokenizer = tokenizer
+            self._counter = counter
             self._pad_id = pad_id
             self._feed_names = graph_inputs
             self._hidden_dims = manifest.dense_dims
@@ -147,6 +152,12 @@ class OnnxEncoder:
         return self._manifest
 
     # -- the three steps -----------------------------------------------------------
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text with special tokens, without truncation (no inference)."""
+        if self._counter is None:
+            raise RuntimeError("the encoder is not loaded; call load() first")
+        return [len(e.ids) for e in self._counter.encode_batch(list(texts))]
 
     def tokenize(self, texts: Sequence[str]) -> EncodedBatch:
         """Pre: tokenize (truncating to ``max_tokens``) and pad to this batch's longest."""

@@ -85,3 +85,15 @@ class InfoResponse(_message.Message):
     quantized: bool
     max_batch_texts: int
     def __init__(self, model_id: _Optional[str] = ..., profile: _Optional[str] = ..., dense_dims: _Optional[int] = ..., multi_vector_dims: _Optional[int] = ..., max_tokens: _Optional[int] = ..., outputs: _Optional[_Iterable[_Union[Output, str]]] = ..., quantized: _Optional[bool] = ..., max_batch_texts: _Optional[int] = ...) -> None: ...
+
+class TokenizeRequest(_message.Message):
+    __slots__ = ("texts",)
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, texts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TokenizeResponse(_message.Message):
+    __slots__ = ("counts",)
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, counts: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -47,6 +47,11 @@ class EmbedderServiceStub:
                 request_serializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.SerializeToString,
                 response_deserializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Tokenize = channel.unary_unary(
+                '/groundwire.embedder.v1.EmbedderService/Tokenize',
+                request_serializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeRequest.SerializeToString,
+                response_deserializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeResponse.FromString,
+                _registered_method=True)
 
 
 class EmbedderServiceServicer:
@@ -69,6 +74,13 @@ class EmbedderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tokenize(self, request, context):
+        """Counts the model's tokens per text (no inference), e.g. to size chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EmbedderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -81,6 +93,11 @@ def add_EmbedderServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.FromString,
                     response_serializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.SerializeToString,
+            ),
+            'Tokenize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Tokenize,
+                    request_deserializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeRequest.FromString,
+                    response_serializer=groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -140,6 +157,33 @@ class EmbedderService:
             '/groundwire.embedder.v1.EmbedderService/Info',
             groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoRequest.SerializeToString,
             groundwire_dot_embedder_dot_v1_dot_embedder__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tokenize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.embedder.v1.EmbedderService/Tokenize',
+            groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeRequest.SerializeToString,
+            groundwire_dot_embedder_dot_v1_dot_embedder__pb2.TokenizeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -134,14 +134,16 @@ class Document(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., content: _Optional[bytes] = ..., format: _Optional[_Union[DocumentFormat, str]] = ..., title: _Optional[str] = ..., url: _Optional[str] = ..., doc_type: _Optional[str] = ..., filename: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("collection", "documents", "create_collection")
+    __slots__ = ("collection", "documents", "create_collection", "full_reindex")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     CREATE_COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    FULL_REINDEX_FIELD_NUMBER: _ClassVar[int]
     collection: str
     documents: _containers.RepeatedCompositeFieldContainer[Document]
     create_collection: bool
-    def __init__(self, collection: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., create_collection: _Optional[bool] = ...) -> None: ...
+    full_reindex: bool
+    def __init__(self, collection: _Optional[str] = ..., documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., create_collection: _Optional[bool] = ..., full_reindex: _Optional[bool] = ...) -> None: ...
 
 class DocumentResult(_message.Message):
     __slots__ = ("source_id", "status", "chunks", "reason")
@@ -263,7 +265,7 @@ class FieldFilter(_message.Message):
     def __init__(self, field: _Optional[str] = ..., any_of: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "text", "dense", "sparse", "paths", "path_limit", "fusion", "rrf_k", "weights", "filters", "dense_floor", "limit")
+    __slots__ = ("collection", "text", "dense", "sparse", "paths", "path_limit", "fusion", "rrf_k", "weights", "filters", "dense_floor", "limit", "drop_off")
     class WeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +285,7 @@ class SearchRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DROP_OFF_FIELD_NUMBER: _ClassVar[int]
     collection: str
     text: str
     dense: _common_pb2.DenseVector
@@ -295,7 +298,8 @@ class SearchRequest(_message.Message):
     filters: _containers.RepeatedCompositeFieldContainer[FieldFilter]
     dense_floor: float
     limit: int
-    def __init__(self, collection: _Optional[str] = ..., text: _Optional[str] = ..., dense: _Optional[_Union[_common_pb2.DenseVector, _Mapping]] = ..., sparse: _Optional[_Union[_common_pb2.SparseVector, _Mapping]] = ..., paths: _Optional[_Iterable[_Union[SearchPath, str]]] = ..., path_limit: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., dense_floor: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+    drop_off: float
+    def __init__(self, collection: _Optional[str] = ..., text: _Optional[str] = ..., dense: _Optional[_Union[_common_pb2.DenseVector, _Mapping]] = ..., sparse: _Optional[_Union[_common_pb2.SparseVector, _Mapping]] = ..., paths: _Optional[_Iterable[_Union[SearchPath, str]]] = ..., path_limit: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., dense_floor: _Optional[float] = ..., limit: _Optional[int] = ..., drop_off: _Optional[float] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("chunk", "score", "path_ranks", "path_scores")
