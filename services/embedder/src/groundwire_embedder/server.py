@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 
@@ -10,7 +11,7 @@ import grpc
 from groundwire.common.v1 import common_pb2
 from groundwire.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from groundwire_core.errors import InvalidInput, Unavailable
-from groundwire_embedder.engine import EmbeddingEngine
+from groundwire_embedder.engine import Encoder, build_engine
 from groundwire_embedder.models.onnx_backend import OnnxEncoder
 from groundwire_embedder.settings import EmbedderSettings
 
@@ -30,13 +31,14 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
         embedder_pb2.DESCRIPTOR.services_by_name["EmbedderService"].full_name,
     )
 
-    def __init__(self, settings: EmbedderSettings, engine: EmbeddingEngine | None = None) -> None:
-        self._engine = engine or EmbeddingEngine(
-            OnnxEncoder(
-                settings.model_dir,
-                intra_op_threads=settings.intra_op_threads,
-                inter_op_threads=settings.inter_op_threads,
-            ),
+    def __init__(self, settings: EmbedderSettings, encoder: Encoder | None = None) -> None:
+        self._encoder = encoder or OnnxEncoder(
+            settings.model_dir,
+            intra_op_threads=settings.intra_op_threads,
+            inter_op_threads=settings.inter_op_threads,
+        )
+        self._engine = build_engine(
+            self._encoder,
             max_batch_tokens=settings.max_batch_tokens,
             max_batch_texts=settings.max_batch_texts,
             max_queue=settings.max_queue,
@@ -56,19 +58,19 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
     ) -> embedder_pb2.EmbedResponse:
         started = time.perf_counter()
         wanted = self._outputs(request)
-        result = await self._engine.embed(list(request.texts))
-        out = result.output
+        result = await self._engine.submit(list(request.texts))
+        max_tokens = self._encoder.manifest.max_tokens
         embeddings = []
-        for i in range(len(request.texts)):
-            emb = embedder_pb2.Embedding(tokens=result.tokens[i], truncated=result.truncated[i])
+        for vectors, tokens in zip(result.results, result.tokens, strict=True):
+            emb = embedder_pb2.Embedding(tokens=tokens, truncated=tokens >= max_tokens)
             if "dense" in wanted:
-                emb.dense.values.extend(out.dense[i].tolist())
-            if "sparse" in wanted and out.sparse is not None:
-                weights = sorted(out.sparse[i].items())
+                emb.dense.values.extend(vectors.dense.tolist())
+            if "sparse" in wanted and vectors.sparse is not None:
+                weights = sorted(vectors.sparse.items())
                 emb.sparse.indices.extend(k for k, _ in weights)
                 emb.sparse.values.extend(v for _, v in weights)
-            if "multi_vector" in wanted and out.multi_vector is not None:
-                for row in out.multi_vector[i]:
+            if "multi_vector" in wanted and vectors.multi_vector is not None:
+                for row in vectors.multi_vector:
                     emb.multi_vector.add().values.extend(row.tolist())
             embeddings.append(emb)
         return embedder_pb2.EmbedResponse(
@@ -85,28 +87,32 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
         wanted = {OUTPUT_NAMES.get(o, "") for o in request.outputs} or {"dense"}
         if "" in wanted:
             raise InvalidInput("outputs contains an unknown value")
-        missing = wanted - set(self._engine.manifest.outputs)
+        missing = wanted - set(self._encoder.manifest.outputs)
         if missing:
             raise InvalidInput(
-                f"the model {self._engine.manifest.model_id} does not produce "
+                f"the model {self._encoder.manifest.model_id} does not produce "
                 f"{', '.join(sorted(missing))} (it produces "
-                f"{', '.join(self._engine.manifest.outputs)})"
+                f"{', '.join(self._encoder.manifest.outputs)})"
             )
         return wanted
 
     async def Tokenize(
         self, request: embedder_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
     ) -> embedder_pb2.TokenizeResponse:
-        counts = await self._engine.count_tokens(list(request.texts))
+        texts = list(request.texts)
+        if not texts or len(texts) > self._engine.max_batch_items:
+            raise InvalidInput(f"send 1 to {self._engine.max_batch_items} texts")
+        if not self._engine.ready:
+            raise Unavailable("the embedder is not ready")
+        counts = await asyncio.to_thread(self._encoder.count_tokens, texts)
         return embedder_pb2.TokenizeResponse(counts=counts)
 
     async def Info(
         self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> embedder_pb2.InfoResponse:
-        try:
-            m = self._engine.manifest
-        except RuntimeError:
-            raise Unavailable("the embedder model is not loaded yet") from None
+        if not self._engine.ready:
+            raise Unavailable("the embedder model is not loaded yet")
+        m = self._encoder.manifest
         return embedder_pb2.InfoResponse(
             model_id=m.model_id,
             profile=m.profile,
@@ -114,5 +120,5 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             max_tokens=m.max_tokens,
             outputs=[OUTPUT_ENUMS[o] for o in m.outputs if o in OUTPUT_ENUMS],
             quantized=m.quantized,
-            max_batch_texts=self._engine.max_batch_texts,
+            max_batch_texts=self._engine.max_batch_items,
         )
