@@ -17,7 +17,8 @@ from groundwire_retriever.domain import (
     SearchQuery,
     SparseVec,
 )
-from groundwire_retriever.service import DocumentInput, DocumentOutcome
+from groundwire_retriever.ingest.pipeline import DocumentInput
+from groundwire_retriever.service import DocumentOutcome
 
 PATHS = {
     retriever_pb2.SEARCH_PATH_DENSE: SearchPath.DENSE,

@@ -13,7 +13,8 @@ from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel
 from groundwire_retriever import convert
-from groundwire_retriever.service import ChunkingPolicy, IngestSummary, RetrieverCore
+from groundwire_retriever.ingest.pipeline import ChunkingPolicy
+from groundwire_retriever.service import IngestSummary, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
 from groundwire_retriever.store.edge import EdgeStore
 

@@ -7,12 +7,10 @@ is called through worker threads so the event loop keeps serving.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import GroundwireError, InvalidInput
@@ -25,26 +23,12 @@ from groundwire_retriever.domain import (
     SearchResult,
     SparseVec,
 )
-from groundwire_retriever.ingest.chunker import chunk_document
-from groundwire_retriever.ingest.parsers import guess_format, parse
+from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
 from groundwire_retriever.store.base import VectorStore
 
 log = logging.getLogger("groundwire.retriever")
 
-_CHUNK_NAMESPACE = uuid.UUID("6f1c2b0e-8a1d-4e55-9a51-5b7d1f0a9c11")
 BASE_FILTERABLE = ("source_id", "doc_type", "title")
-
-
-@dataclass(frozen=True)
-class DocumentInput:
-    source_id: str
-    content: bytes
-    format: str = ""
-    title: str = ""
-    url: str = ""
-    doc_type: str = ""
-    filename: str = ""
-    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,13 +51,6 @@ class IngestSummary:
     outcomes: tuple[DocumentOutcome, ...]
     chunks_written: int
     seconds: float
-
-
-@dataclass(frozen=True)
-class ChunkingPolicy:
-    max_tokens: int = 800
-    overlap_tokens: int = 50
-    max_document_bytes: int = 20 * 1024 * 1024
 
 
 class RetrieverCore:
@@ -171,45 +148,7 @@ class RetrieverCore:
         yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
 
     async def _ingest_one(self, spec: CollectionSpec, doc: DocumentInput) -> DocumentOutcome:
-        if not doc.source_id.strip():
-            raise InvalidInput("source_id must not be empty")
-        if len(doc.content) > self._policy.max_document_bytes:
-            raise InvalidInput(
-                f"the document is {len(doc.content)} bytes; the limit is "
-                f"{self._policy.max_document_bytes}"
-            )
-        parsed = parse(
-            doc.content,
-            guess_format(doc.format, doc.filename),
-            title=doc.title,
-            filename=doc.filename or doc.source_id,
-        )
-        pieces = chunk_document(
-            parsed.title,
-            parsed.body,
-            summary=parsed.summary,
-            max_tokens=self._policy.max_tokens,
-            overlap_tokens=self._policy.overlap_tokens,
-        )
-        now = time.time()
-        front = parsed.front_matter
-        chunks = [
-            Chunk(
-                chunk_id=str(uuid.uuid5(_CHUNK_NAMESPACE, f"{doc.source_id}\x00{p.index}\x00{h}")),
-                source_id=doc.source_id,
-                text=p.text,
-                title=parsed.title,
-                heading_path=p.heading_path,
-                chunk_index=p.index,
-                url=doc.url or front.get("url", ""),
-                doc_type=doc.doc_type or front.get("type", ""),
-                content_hash=h,
-                metadata=dict(doc.metadata),
-                created_at=now,
-            )
-            for p in pieces
-            for h in [hashlib.sha256(p.text.encode()).hexdigest()]
-        ]
+        chunks = await prepare_chunks(doc, self._policy)
         stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
         if stored == {c.chunk_id: c.content_hash for c in chunks}:
             return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
