@@ -1,0 +1,1 @@
+"""LLM providers behind one interface: Anthropic, OpenAI-compatible, failover."""

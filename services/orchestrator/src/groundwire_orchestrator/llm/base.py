@@ -1,0 +1,94 @@
+"""The one interface every LLM provider implements, and its types.
+
+A provider turns an :class:`LLMRequest` into text deltas and tool calls, streamed.
+Failures are GroundwireErrors naming ``llm:<provider>`` as the dependency:
+Unavailable (connection, 5xx), Overloaded (429/529, with retry-after),
+DeadlineExceeded (timeout), BackendFailure (malformed reply). Never transport types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ModelRole = Literal["fast", "strong"]
+"""fast: analysis and listwise rerank (e.g. Claude Haiku); strong: the answer."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON schema of the arguments object."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model asks for a tool; streamed once its arguments are complete."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    """On an assistant message: the tools it called (their results follow)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to one tool call, sent back to the model as the next turn."""
+
+    call_id: str
+    name: str
+    content: str
+
+
+Turn = ChatMessage | ToolResult
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    system: str
+    messages: tuple[Turn, ...]
+    role: ModelRole = "strong"
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    tools: tuple[ToolSpec, ...] = ()
+    stop: tuple[str, ...] = field(default=())
+
+
+StreamEvent = TextDelta | ToolCall
+
+
+class LLMProvider(Protocol):
+    """An LLM behind one API. Constructing one opens nothing; calls do."""
+
+    @property
+    def name(self) -> str:
+        """Short name used in stage reports and errors, e.g. "anthropic"."""
+        ...
+
+    def stream(self, request: LLMRequest, *, timeout_s: float) -> AsyncIterator[StreamEvent]:
+        """Streams text deltas and tool calls. Cancelling the iteration cancels the
+        HTTP request (the remote side sees the connection close)."""
+        ...
+
+    async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
+        """The whole text of a reply (no tools)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Releases connections."""
+        ...
