@@ -166,9 +166,9 @@ def test_models_are_mounted_read_only(compose: dict[str, Any]) -> None:
     assert embedder_env["GROUNDWIRE_EMBEDDER_MODEL_DIR"] == "/models/minilm"
 
 
-def test_only_the_gateway_is_published(compose: dict[str, Any]) -> None:
+def test_only_the_gateway_and_the_trace_viewer_are_published(compose: dict[str, Any]) -> None:
     published = {name for name, svc in compose["services"].items() if svc.get("ports")}
-    assert published == {"gateway"}
+    assert published == {"gateway", "jaeger"}
     assert "8080:8080" in compose["services"]["gateway"]["ports"]
 
 
@@ -195,3 +195,34 @@ def test_the_dockerfile_agrees_with_the_compose_file(compose: dict[str, Any], na
     # Build-time tools stay out of serving images: nothing installs them, nor the extra.
     installs = " ".join(re.findall(r"pip install[^\n]*", text))
     assert not re.search(r"torch|transformers|\[export\]", installs), installs
+
+
+def test_compose_settings_are_the_services_settings(compose: dict[str, Any]) -> None:
+    """Every GROUNDWIRE_* key in the compose file is a field of that service's settings."""
+    from groundwire_embedder.settings import EmbedderSettings
+    from groundwire_gateway.settings import GatewaySettings
+    from groundwire_orchestrator.settings import OrchestratorSettings
+    from groundwire_reranker.settings import RerankerSettings
+    from groundwire_retriever.settings import RetrieverSettings
+
+    classes = {
+        "embedder": EmbedderSettings,
+        "reranker": RerankerSettings,
+        "retriever": RetrieverSettings,
+        "orchestrator": OrchestratorSettings,
+        "gateway": GatewaySettings,
+    }
+    for name, cls in classes.items():
+        prefix = cls.model_config["env_prefix"]
+        known = {f"{prefix}{field}".upper() for field in cls.model_fields}
+        keys = set(compose["services"][name].get("environment", {}))
+        assert keys, name
+        assert keys <= known, f"{name}: keys no setting reads: {sorted(keys - known)}"
+
+
+def test_traces_go_to_the_collector(compose: dict[str, Any]) -> None:
+    for name in GROUNDWIRE_SERVICES:
+        env = compose["services"][name]["environment"]
+        prefix = f"GROUNDWIRE_{name.upper()}_"
+        assert env[prefix + "OTEL_EXPORTER"] == "otlp", name
+        assert env[prefix + "OTEL_ENDPOINT"] == "http://otel-collector:4317", name
