@@ -92,3 +92,33 @@ class LLMProvider(Protocol):
     async def aclose(self) -> None:
         """Releases connections."""
         ...
+
+
+async def close_stream(stream: AsyncIterator[StreamEvent]) -> None:
+    """Stops a stream from :meth:`LLMProvider.stream` before its end; its HTTP stream
+    is closed (the remote side sees the connection go) before this returns.
+
+    Leaving an ``async for`` early does not close an async generator at once (only
+    when it is garbage-collected): call this, e.g. in a ``finally``. Closing a stream
+    that already ended does nothing.
+    """
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def served_by(stream: AsyncIterator[StreamEvent], provider: LLMProvider) -> str:
+    """Which provider produced ``stream``'s events: a failover chain's stream knows
+    (once it has started); any other stream is ``provider``'s own."""
+    name = getattr(stream, "served_by", None)
+    return name if isinstance(name, str) else provider.name
+
+
+async def warm_up(provider: LLMProvider) -> None:
+    """Pays a provider's one-time costs (SDK imports and setup) before the first
+    request, if it has any to pay (a ``warm_up()`` method); opens no connection.
+    Call it at startup: on a busy CPU those costs reach seconds, which would
+    otherwise come out of the first request's deadline."""
+    method = getattr(provider, "warm_up", None)
+    if method is not None:
+        await method()
