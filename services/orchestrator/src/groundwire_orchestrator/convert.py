@@ -6,7 +6,23 @@ from collections.abc import Sequence
 
 from groundwire.common.v1 import common_pb2
 from groundwire.orchestrator.v1 import orchestrator_pb2
-from groundwire_orchestrator.domain import Candidate, FieldFilter, StageReport
+from groundwire_core.errors import InvalidInput
+from groundwire_orchestrator.domain import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerReset,
+    AskEvent,
+    Candidate,
+    Citation,
+    CitationsDone,
+    FieldFilter,
+    NumberedSource,
+    RetrievalDone,
+    StageReport,
+    StagesDone,
+    Turn,
+    Verification,
+)
 
 MODES = {
     "generated": orchestrator_pb2.ANSWER_MODE_GENERATED,
@@ -14,9 +30,28 @@ MODES = {
     "declined": orchestrator_pb2.ANSWER_MODE_DECLINED,
 }
 
+STATUSES = {
+    Verification.SUPPORTED: orchestrator_pb2.VERIFICATION_STATUS_SUPPORTED,
+    Verification.UNSUPPORTED: orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED,
+    Verification.UNCHECKED: orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED,
+}
+
+_ROLES = {orchestrator_pb2.ROLE_USER: "user", orchestrator_pb2.ROLE_ASSISTANT: "assistant"}
+
 
 def filters_from_proto(filters: Sequence[orchestrator_pb2.FieldFilter]) -> list[FieldFilter]:
     return [FieldFilter(f.field, tuple(f.any_of)) for f in filters]
+
+
+def turns_from_proto(messages: Sequence[orchestrator_pb2.Message]) -> list[Turn]:
+    """The conversation; raises InvalidInput for a message without a role."""
+    turns = []
+    for i, m in enumerate(messages):
+        role = _ROLES.get(m.role)
+        if role is None:
+            raise InvalidInput(f"message {i} has no role (user or assistant)")
+        turns.append(Turn("user" if role == "user" else "assistant", m.content))
+    return turns
 
 
 def source_to_proto(number: int, cand: Candidate) -> orchestrator_pb2.Source:
@@ -35,7 +70,21 @@ def source_to_proto(number: int, cand: Candidate) -> orchestrator_pb2.Source:
 
 
 def sources_to_proto(cands: Sequence[Candidate]) -> list[orchestrator_pb2.Source]:
+    """Ranked results: ``number`` is the rank from 1."""
     return [source_to_proto(i, c) for i, c in enumerate(cands, start=1)]
+
+
+def numbered_to_proto(sources: Sequence[NumberedSource]) -> list[orchestrator_pb2.Source]:
+    return [source_to_proto(s.number, s.candidate) for s in sources]
+
+
+def citation_to_proto(citation: Citation) -> orchestrator_pb2.Citation:
+    return orchestrator_pb2.Citation(
+        number=citation.number,
+        sentence=citation.sentence,
+        status=STATUSES[citation.status],
+        support=citation.support,
+    )
 
 
 def stage_to_proto(stage: StageReport) -> common_pb2.StageReport:
@@ -47,3 +96,32 @@ def stage_to_proto(stage: StageReport) -> common_pb2.StageReport:
         dependency=stage.dependency,
         details=stage.details,
     )
+
+
+def event_to_proto(event: AskEvent) -> orchestrator_pb2.AskEvent:
+    match event:
+        case RetrievalDone(sources):
+            return orchestrator_pb2.AskEvent(
+                retrieval=orchestrator_pb2.RetrievalEvent(sources=numbered_to_proto(sources))
+            )
+        case AnswerDelta(text):
+            return orchestrator_pb2.AskEvent(delta=orchestrator_pb2.DeltaEvent(text=text))
+        case AnswerReset(reason):
+            return orchestrator_pb2.AskEvent(reset=orchestrator_pb2.ResetEvent(reason=reason))
+        case CitationsDone(sources, citations):
+            return orchestrator_pb2.AskEvent(
+                citations=orchestrator_pb2.CitationsEvent(
+                    sources=numbered_to_proto(sources),
+                    citations=[citation_to_proto(c) for c in citations],
+                )
+            )
+        case StagesDone(stages):
+            return orchestrator_pb2.AskEvent(
+                stages=orchestrator_pb2.StagesEvent(stages=[stage_to_proto(s) for s in stages])
+            )
+        case AnswerDone(mode, answer, unsupported):
+            return orchestrator_pb2.AskEvent(
+                done=orchestrator_pb2.DoneEvent(
+                    mode=MODES[mode], answer=answer, unsupported_citations=unsupported
+                )
+            )

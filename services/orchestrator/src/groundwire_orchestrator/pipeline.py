@@ -1,4 +1,12 @@
-"""Composes the stages into the two operations the orchestrator serves."""
+"""Composes the stages into the two operations the orchestrator serves.
+
+    search: analysis -> retrieval -> rerank -> screening -> [listwise]
+    ask:    the same ranking -> numbered sources -> answer (LLM, agentic loop, or
+            extractive) -> citation check -> events
+
+Each stage owns its fallback and reports it; the pipeline only wires inputs to
+outputs, collects the reports and turns the answer into events.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +14,105 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import InvalidInput
-from groundwire_orchestrator.domain import Candidate, FieldFilter, SearchOutcome, StageReport
-from groundwire_orchestrator.stages.extractive import extractive_answer
+from groundwire_orchestrator.domain import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerMode,
+    AnswerReset,
+    AskEvent,
+    Candidate,
+    CitationsDone,
+    FieldFilter,
+    QueryAnalysis,
+    RetrievalDone,
+    SearchOutcome,
+    StageReport,
+    StagesDone,
+    Turn,
+    Verification,
+)
+from groundwire_orchestrator.stages.agent import AgentToolbox
+from groundwire_orchestrator.stages.analysis import AnalysisInput, QueryAnalysisStage
+from groundwire_orchestrator.stages.answer import (
+    AnswerFailed,
+    AnswerFinished,
+    AnswerInput,
+    GroundedAnswerStage,
+)
+from groundwire_orchestrator.stages.citations import (
+    CitationVerifier,
+    SourceLedger,
+    clean_markers,
+    is_decline,
+)
+from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage, ExtractiveInput
+from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
+from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX, fit_sources
 from groundwire_orchestrator.stages.rerank import RerankStage
-from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage
+from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage, SourceReader
+from groundwire_orchestrator.stages.screening import ScreeningStage
 
 MAX_QUERY_CHARS = 4000
+NOTHING_FOUND = f"{DECLINE_PREFIX}: nothing in the collection matched the question."
 
 
 @dataclass(frozen=True)
-class RetrievalDone:
-    sources: tuple[Candidate, ...]
+class ChainConfig:
+    candidates: int = 50
+    """Fused candidates passed to rerank."""
+    rerank_keep: int = 20
+    answer_sources: int = 8
+    """Most excerpts given to the answer."""
+    context_tokens: int = 6000
+    default_agent_steps: int = 0
+    max_agent_steps: int = 4
+    search_tool_results: int = 5
+    tool_result_tokens: int = 3000
+    listwise_reasons: int = 3
 
 
 @dataclass(frozen=True)
-class AnswerDelta:
+class SearchInput:
+    collection: str
+    query: str
+    limit: int = 10
+    filters: Sequence[FieldFilter] = ()
+    rerank: bool = True
+    reasons: bool = False
+    """Run the listwise stage (reorder + match reasons)."""
+
+
+@dataclass(frozen=True)
+class AskInput:
+    collection: str
+    messages: Sequence[Turn]
+    """The conversation; the last message is the user's question."""
+    filters: Sequence[FieldFilter] = ()
+    listwise: bool = False
+    max_agent_steps: int = 0
+    """0 = the server's default."""
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """How the answer ended: its text (as streamed), mode and stage report."""
+
     text: str
+    mode: AnswerMode
+    report: StageReport
+
+
+def from_extractive(text: str, report: StageReport, ledger: SourceLedger) -> _Answered:
+    """An extractive answer, its markers checked against the ledger like the LLM's."""
+    cleaned, _ = clean_markers(text, lambda n: n in ledger)
+    return _Answered(cleaned, "extractive", report)
 
 
 @dataclass(frozen=True)
-class StagesDone:
-    stages: tuple[StageReport, ...]
-
-
-@dataclass(frozen=True)
-class AnswerDone:
-    mode: str  # "generated" | "extractive" | "declined"
-    answer: str
-
-
-AskEvent = RetrievalDone | AnswerDelta | StagesDone | AnswerDone
+class _Ranked:
+    analysis: QueryAnalysis
+    candidates: list[Candidate]
+    stages: list[StageReport]
 
 
 def validate_query(query: str) -> str:
@@ -48,44 +125,226 @@ def validate_query(query: str) -> str:
     return stripped
 
 
+def merge_filters(
+    requested: Sequence[FieldFilter], suggested: Sequence[FieldFilter]
+) -> tuple[FieldFilter, ...]:
+    """The request's filters, plus the analysis' on fields the request leaves open."""
+    taken = {f.field for f in requested}
+    return (*requested, *(f for f in suggested if f.field not in taken))
+
+
 class Pipeline:
-    def __init__(self, retrieval: RetrievalStage, rerank: RerankStage, *, candidates: int) -> None:
+    def __init__(
+        self,
+        *,
+        analysis: QueryAnalysisStage,
+        retrieval: RetrievalStage,
+        rerank: RerankStage,
+        screening: ScreeningStage,
+        listwise: ListwiseRerankStage,
+        answer: GroundedAnswerStage | None,
+        extractive: ExtractiveAnswerStage,
+        verifier: CitationVerifier,
+        reader: SourceReader,
+        config: ChainConfig,
+    ) -> None:
+        self._analysis = analysis
         self._retrieval = retrieval
         self._rerank = rerank
-        self._candidates = candidates
+        self._screening = screening
+        self._listwise = listwise
+        self._answer = answer
+        self._extractive = extractive
+        self._verifier = verifier
+        self._reader = reader
+        self._config = config
 
-    async def search(
+    @property
+    def config(self) -> ChainConfig:
+        return self._config
+
+    async def _rank(
         self,
         collection: str,
         query: str,
+        history: Sequence[Turn],
+        filters: Sequence[FieldFilter],
         *,
-        limit: int,
-        filters: Sequence[FieldFilter] = (),
-        rerank: bool = True,
-    ) -> SearchOutcome:
-        """Ranked candidates for ``query``. Raises InvalidInput, NotFound, Unavailable."""
-        query = validate_query(query)
-        found, retrieval_report = await self._retrieval.run(
-            RetrievalInput(collection, query, query, filters, limit=max(limit, self._candidates))
+        rerank: bool,
+        listwise: bool,
+        keep: int,
+    ) -> _Ranked:
+        analysis, report = await self._analysis.run(AnalysisInput(collection, query, history))
+        stages = [report]
+        merged = merge_filters(filters, analysis.filters)
+        hyde = analysis.analysed and analysis.hyde_document != query
+        retrieval_input = RetrievalInput(
+            collection,
+            lexical_query=analysis.rewritten_query,
+            dense_query=analysis.hyde_document,
+            filters=merged,
+            limit=max(keep, self._config.candidates),
+            dense_from="hyde" if hyde else "query",
         )
-        stages = [retrieval_report]
+        found, report = await self._retrieval.run(retrieval_input)
+        if not found and len(merged) > len(filters):
+            # the analysis' filters are guesses: when they empty the result, drop them
+            retry = RetrievalInput(
+                collection,
+                retrieval_input.lexical_query,
+                retrieval_input.dense_query,
+                filters,
+                retrieval_input.limit,
+                retrieval_input.dense_from,
+            )
+            found, report = await self._retrieval.run(retry)
+            report.details["analysis_filters_dropped"] = "they matched nothing"
+        stages.append(report)
         if rerank:
-            found, rerank_report = await self._rerank.run(query, found, keep=limit)
-            stages.append(rerank_report)
-        return SearchOutcome(tuple(found[:limit]), tuple(stages))
+            found, report = await self._rerank.run(query, found, keep=keep)
+            stages.append(report)
+        found, report = self._screening.run(found)
+        stages.append(report)
+        if listwise:
+            found, report = await self._listwise.run(
+                ListwiseInput(analysis, found, reasons=self._config.listwise_reasons)
+            )
+            stages.append(report)
+        return _Ranked(analysis, found, stages)
 
-    async def ask(
-        self, collection: str, question: str, *, filters: Sequence[FieldFilter] = ()
-    ) -> AsyncIterator[AskEvent]:
-        """Answers ``question``: sources first, then the answer text, stages, done."""
-        outcome = await self.search(collection, question, limit=10, filters=filters)
-        yield RetrievalDone(outcome.candidates)
-        answer = extractive_answer(outcome.candidates)
-        stages = (
-            *outcome.stages,
-            StageReport("answer", 0.0, True, "no LLM is configured: extractive answer", "llm"),
+    async def search(self, inp: SearchInput) -> SearchOutcome:
+        """Ranked candidates for the query. Raises InvalidInput, NotFound, Unavailable."""
+        query = validate_query(inp.query)
+        ranked = await self._rank(
+            inp.collection,
+            query,
+            (),
+            inp.filters,
+            rerank=inp.rerank,
+            listwise=inp.reasons,
+            keep=inp.limit,
         )
-        if answer:
-            yield AnswerDelta(answer)
-        yield StagesDone(stages)
-        yield AnswerDone("extractive" if answer else "declined", answer)
+        return SearchOutcome(tuple(ranked.candidates[: inp.limit]), tuple(ranked.stages))
+
+    def _agent_steps(self, requested: int) -> int:
+        steps = requested or self._config.default_agent_steps
+        return max(0, min(steps, self._config.max_agent_steps))
+
+    def _toolbox(self, inp: AskInput, ledger: SourceLedger) -> AgentToolbox:
+        async def searcher(query: str) -> list[Candidate]:
+            found, _ = await self._retrieval.run(
+                RetrievalInput(inp.collection, query, query, inp.filters, self._config.candidates)
+            )
+            found, _ = await self._rerank.run(query, found, keep=self._config.rerank_keep)
+            found, _ = self._screening.run(found)
+            return found
+
+        return AgentToolbox(
+            searcher=searcher,
+            reader=self._reader,
+            ledger=ledger,
+            collection=inp.collection,
+            search_results=self._config.search_tool_results,
+            result_tokens=self._config.tool_result_tokens,
+        )
+
+    async def _write(
+        self, inp: AskInput, question: str, history: Sequence[Turn], ledger: SourceLedger
+    ) -> AsyncIterator[AnswerDelta | AnswerReset | RetrievalDone | _Answered]:
+        """The answer's events, then one _Answered: the LLM's answer (with the agent's
+        tools when steps are allowed), or the extractive one when there is no LLM or it
+        failed (a reset first when it had streamed text)."""
+        if self._answer is None:
+            text, report = await self._extractive.run(
+                ExtractiveInput(question, ledger.sources, "no LLM is configured: extractive answer")
+            )
+            yield from_extractive(text, report, ledger)
+            return
+        steps = self._agent_steps(inp.max_agent_steps)
+        if not len(ledger) and steps == 0:
+            report = StageReport("answer", 0.0, details={"sources": "0", "skipped": "no excerpts"})
+            yield _Answered("", "declined", report)
+            return
+        toolbox = self._toolbox(inp, ledger) if steps else None
+        async for event in self._answer.run(AnswerInput(question, history, ledger, steps, toolbox)):
+            if isinstance(event, AnswerFinished):
+                if event.dropped_citations:
+                    event.report.details["dropped_citations"] = ", ".join(
+                        str(n) for n in event.dropped_citations
+                    )
+                yield _Answered(event.text, "generated", event.report)
+                return
+            if isinstance(event, AnswerFailed):
+                error = event.error
+                if event.streamed:
+                    yield AnswerReset(f"the language model failed: {error.message}")
+                text, report = await self._extractive.run(
+                    ExtractiveInput(
+                        question,
+                        ledger.sources,
+                        f"the LLM failed ({error.message}): extractive answer",
+                        error.dependency or "llm",
+                    )
+                )
+                report.details.update(event.details)
+                yield from_extractive(text, report, ledger)
+                return
+            yield event
+
+    async def ask(self, inp: AskInput) -> AsyncIterator[AskEvent]:
+        """Answers the last message: sources first, then the answer text (deltas, resets,
+        more sources from the agent's tools), citations, stages, done. Raises
+        InvalidInput, NotFound, Unavailable (before any event)."""
+        if not inp.messages or inp.messages[-1].role != "user":
+            raise InvalidInput("the last message must be from the user")
+        question = validate_query(inp.messages[-1].content)
+        history = list(inp.messages[:-1])
+        ranked = await self._rank(
+            inp.collection,
+            question,
+            history,
+            inp.filters,
+            rerank=True,
+            listwise=inp.listwise,
+            keep=self._config.rerank_keep,
+        )
+        stages = ranked.stages
+        ledger = SourceLedger()
+        ledger.add(c for c in ranked.candidates[: self._config.answer_sources])
+        fitted, tokens = fit_sources(ledger.sources, self._config.context_tokens)
+        if len(fitted) < len(ledger):
+            ledger = SourceLedger()
+            ledger.add(s.candidate for s in fitted)
+        yield RetrievalDone(tuple(ledger.sources))
+
+        answered: _Answered | None = None
+        async for event in self._write(inp, question, history, ledger):
+            if isinstance(event, _Answered):
+                answered = event
+            else:
+                yield event
+        assert answered is not None
+        text, mode, report = answered.text, answered.mode, answered.report
+        report.details["context_tokens"] = str(tokens)
+        stages.append(report)
+        if mode == "extractive" and text:
+            yield AnswerDelta(text)  # not streamed by anyone: it is one piece
+
+        if not text:
+            text = NOTHING_FOUND
+            yield AnswerDelta(text)
+            mode = "declined"
+        if mode == "generated" and is_decline(text):
+            mode = "declined"
+        # a decline cites nothing: attaching sources to it would suggest they support it
+        verification = await self._verifier.run("" if mode == "declined" else text, ledger.get)
+        citations = verification.citations
+        if mode == "generated" and not citations:
+            mode = "declined"  # nothing in an uncited answer is grounded
+        cited = sorted({c.number for c in citations})
+        sources = tuple(s for n in cited if (s := ledger.get(n)) is not None)
+        stages.append(verification.report)
+        yield CitationsDone(sources, citations)
+        yield StagesDone(tuple(stages))
+        unsupported = sum(c.status is Verification.UNSUPPORTED for c in citations)
+        yield AnswerDone(mode, text, unsupported)

@@ -1,8 +1,10 @@
-"""gRPC transport of the orchestrator: convert, run the pipeline, convert back."""
+"""gRPC transport of the orchestrator: convert, run the pipeline, convert back; and the
+wiring of the stages from settings."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -13,21 +15,86 @@ from groundwire_core.errors import GroundwireError, InvalidInput
 from groundwire_core.grpc.client import check_health, create_channel
 from groundwire_core.grpc.errors import to_error_info
 from groundwire_orchestrator import convert
+from groundwire_orchestrator.clients.llm import ObservedLLM, build_llm
 from groundwire_orchestrator.clients.reranker import RerankerClient
 from groundwire_orchestrator.clients.retriever import RetrieverClient
-from groundwire_orchestrator.pipeline import (
-    AnswerDelta,
-    AnswerDone,
-    Pipeline,
-    RetrievalDone,
-    StagesDone,
-)
+from groundwire_orchestrator.llm.base import LLMProvider
+from groundwire_orchestrator.pipeline import AskInput, ChainConfig, Pipeline, SearchInput
 from groundwire_orchestrator.settings import OrchestratorSettings
+from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
+from groundwire_orchestrator.stages.answer import GroundedAnswerStage
+from groundwire_orchestrator.stages.citations import CitationVerifier
+from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
+from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
 from groundwire_orchestrator.stages.rerank import RerankStage
-from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage
+from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
+from groundwire_orchestrator.stages.screening import ScreeningStage
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
+READ_DOCUMENT_MAX_CHUNKS = 200
+
+
+def build_pipeline(
+    settings: OrchestratorSettings,
+    *,
+    embedder: EmbedderClient,
+    retriever: RetrieverClient,
+    reranker: RerankerClient | None,
+    llm: LLMProvider | None,
+) -> Pipeline:
+    """Every stage configured from ``settings``; opens nothing."""
+    s = settings
+    answer = (
+        GroundedAnswerStage(
+            llm,
+            timeout_s=s.answer_timeout_s,
+            max_tokens=s.answer_max_tokens,
+            context_tokens=s.answer_context_tokens,
+            history_tokens=s.answer_history_tokens,
+        )
+        if llm is not None
+        else None
+    )
+    return Pipeline(
+        analysis=QueryAnalysisStage(
+            llm, FilterableFields(retriever), timeout_s=s.analysis_timeout_s
+        ),
+        retrieval=RetrievalStage(
+            embedder,
+            retriever,
+            RetrievalParams(path_limit=s.path_limit, rrf_k=s.rrf_k, dense_floor=s.dense_floor),
+        ),
+        rerank=RerankStage(
+            reranker,
+            candidates=s.candidates,
+            keep=s.rerank_keep,
+            threshold=s.rerank_threshold,
+            timeout_s=s.rerank_timeout_s,
+            budget_ms=s.rerank_budget_ms,
+            min_candidates=s.rerank_min_candidates,
+            info_ttl_s=s.reranker_info_ttl_s,
+        ),
+        screening=ScreeningStage(),
+        listwise=ListwiseRerankStage(
+            llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
+        ),
+        answer=answer,
+        extractive=ExtractiveAnswerStage(embedder),
+        verifier=CitationVerifier(embedder, threshold=s.citation_support_threshold),
+        reader=SourceReader(embedder, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
+        config=ChainConfig(
+            candidates=s.candidates,
+            rerank_keep=s.rerank_keep,
+            answer_sources=s.answer_sources,
+            context_tokens=s.answer_context_tokens,
+            default_agent_steps=s.agent_steps,
+            max_agent_steps=s.agent_steps_max,
+            search_tool_results=s.agent_search_results,
+            tool_result_tokens=s.agent_result_tokens,
+            listwise_reasons=s.listwise_reasons,
+        ),
+    )
 
 
 class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
@@ -36,8 +103,13 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name,
     )
 
-    def __init__(self, settings: OrchestratorSettings) -> None:
+    def __init__(
+        self, settings: OrchestratorSettings, *, llm: LLMProvider | None = None
+    ) -> None:
+        """``llm`` replaces the providers the settings describe (tests inject one)."""
         self._settings = settings
+        self._injected_llm = llm
+        self._llm: ObservedLLM | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._pipeline: Pipeline | None = None
 
@@ -46,28 +118,32 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
 
     async def start(self) -> None:
         s = self._settings
+        if self._injected_llm is not None:
+            self._llm = ObservedLLM(self._injected_llm, (self._injected_llm.name,))
+        else:
+            self._llm = build_llm(s)
+        if self._llm is not None:
+            await self._llm.warm_up()  # before SERVING: SDK setup must not eat a deadline
         self._channels = {
             "embedder": create_channel(s.embedder_addr),
             "retriever": create_channel(s.retriever_addr),
         }
         if s.reranker_addr:
             self._channels["reranker"] = create_channel(s.reranker_addr)
-        retrieval = RetrievalStage(
-            EmbedderClient(self._channels["embedder"], timeout_s=s.call_timeout_s),
-            RetrieverClient(self._channels["retriever"], timeout_s=s.call_timeout_s),
-            RetrievalParams(path_limit=s.path_limit, rrf_k=s.rrf_k, dense_floor=s.dense_floor),
+        self._pipeline = build_pipeline(
+            s,
+            embedder=EmbedderClient(self._channels["embedder"], timeout_s=s.call_timeout_s),
+            retriever=RetrieverClient(self._channels["retriever"], timeout_s=s.call_timeout_s),
+            reranker=(
+                RerankerClient(self._channels["reranker"]) if "reranker" in self._channels else None
+            ),
+            llm=self._llm,
         )
-        rerank = RerankStage(
-            RerankerClient(self._channels["reranker"]) if "reranker" in self._channels else None,
-            candidates=s.candidates,
-            keep=s.rerank_keep,
-            threshold=s.rerank_threshold,
-            timeout_s=s.rerank_timeout_s,
-        )
-        self._pipeline = Pipeline(retrieval, rerank, candidates=s.candidates)
 
     async def stop(self) -> None:
         await asyncio.gather(*(c.close() for c in self._channels.values()))
+        if self._llm is not None:
+            await self._llm.aclose()
 
     @property
     def pipeline(self) -> Pipeline:
@@ -81,11 +157,14 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         if request.limit > MAX_LIMIT:
             raise InvalidInput(f"limit must be at most {MAX_LIMIT}")
         outcome = await self.pipeline.search(
-            request.collection,
-            request.query,
-            limit=request.limit or DEFAULT_LIMIT,
-            filters=convert.filters_from_proto(request.filters),
-            rerank=request.rerank,
+            SearchInput(
+                collection=request.collection,
+                query=request.query,
+                limit=request.limit or DEFAULT_LIMIT,
+                filters=convert.filters_from_proto(request.filters),
+                rerank=request.rerank,
+                reasons=request.reasons,
+            )
         )
         return orchestrator_pb2.SearchResponse(
             results=convert.sources_to_proto(outcome.candidates),
@@ -96,41 +175,48 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         self, request: orchestrator_pb2.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[orchestrator_pb2.AskEvent]:
         try:
-            if not request.messages or request.messages[-1].role != orchestrator_pb2.ROLE_USER:
-                raise InvalidInput("the last message must be from the user")
             events = self.pipeline.ask(
-                request.collection,
-                request.messages[-1].content,
-                filters=convert.filters_from_proto(request.filters),
+                AskInput(
+                    collection=request.collection,
+                    messages=convert.turns_from_proto(request.messages),
+                    filters=convert.filters_from_proto(request.filters),
+                    listwise=request.listwise_rerank,
+                    max_agent_steps=request.max_agent_steps,
+                )
             )
             async for event in events:
-                yield self._event_to_proto(event)
+                yield convert.event_to_proto(event)
         except GroundwireError as error:
             yield orchestrator_pb2.AskEvent(error=to_error_info(error))
 
-    @staticmethod
-    def _event_to_proto(
-        event: RetrievalDone | AnswerDelta | StagesDone | AnswerDone,
-    ) -> orchestrator_pb2.AskEvent:
-        match event:
-            case RetrievalDone(sources):
-                return orchestrator_pb2.AskEvent(
-                    retrieval=orchestrator_pb2.RetrievalEvent(
-                        sources=convert.sources_to_proto(sources)
-                    )
-                )
-            case AnswerDelta(text):
-                return orchestrator_pb2.AskEvent(delta=orchestrator_pb2.DeltaEvent(text=text))
-            case StagesDone(stages):
-                return orchestrator_pb2.AskEvent(
-                    stages=orchestrator_pb2.StagesEvent(
-                        stages=[convert.stage_to_proto(s) for s in stages]
-                    )
-                )
-            case AnswerDone(mode, answer):
-                return orchestrator_pb2.AskEvent(
-                    done=orchestrator_pb2.DoneEvent(mode=convert.MODES[mode], answer=answer)
-                )
+    def _llm_dependency(self) -> orchestrator_pb2.Dependency:
+        llm = self._llm
+        if llm is None:
+            return orchestrator_pb2.Dependency(
+                name="llm",
+                status=orchestrator_pb2.DEPENDENCY_STATUS_DISABLED,
+                message="no LLM is configured: answers are extractive",
+            )
+        target = " > ".join(llm.names)
+        last = llm.last
+        if last is None or last.ok:
+            message = (
+                "configured; not called yet"
+                if last is None
+                else f"last call succeeded {time.monotonic() - last.at:.0f} s ago"
+            )
+            return orchestrator_pb2.Dependency(
+                name="llm",
+                status=orchestrator_pb2.DEPENDENCY_STATUS_SERVING,
+                target=target,
+                message=message,
+            )
+        return orchestrator_pb2.Dependency(
+            name="llm",
+            status=orchestrator_pb2.DEPENDENCY_STATUS_NOT_SERVING,
+            target=target,
+            message=f"last call failed {time.monotonic() - last.at:.0f} s ago: {last.message}",
+        )
 
     async def Dependencies(
         self, request: orchestrator_pb2.DependenciesRequest, context: grpc.aio.ServicerContext
@@ -164,21 +250,18 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
             )
 
         deps = await asyncio.gather(*(probe(n) for n in targets))
-        llm = orchestrator_pb2.Dependency(
-            name="llm",
-            status=orchestrator_pb2.DEPENDENCY_STATUS_DISABLED,
-            message="no LLM is configured: answers are extractive",
+        return orchestrator_pb2.DependenciesResponse(
+            dependencies=[*deps, self._llm_dependency()]
         )
-        return orchestrator_pb2.DependenciesResponse(dependencies=[*deps, llm])
 
     async def Info(
         self, request: orchestrator_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> orchestrator_pb2.InfoResponse:
         s = self._settings
         return orchestrator_pb2.InfoResponse(
-            llm_providers=[],
+            llm_providers=list(self._llm.names) if self._llm is not None else [],
             reranker_configured=bool(s.reranker_addr),
             candidates=s.candidates,
             rerank_keep=s.rerank_keep,
-            max_agent_steps=0,
+            max_agent_steps=s.agent_steps,
         )

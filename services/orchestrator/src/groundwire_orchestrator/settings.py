@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
+from groundwire_orchestrator.llm import factory
 
 
 class OrchestratorSettings(ServiceSettings):
@@ -24,8 +25,23 @@ class OrchestratorSettings(ServiceSettings):
         gt=0,
         description="Upper bound of one call to a dependency (the caller's deadline wins).",
     )
+
+    # --- retrieval and rerank
     rerank_timeout_s: float = Field(
-        2.0, gt=0, description="Rerank stage budget; past it the fused order is used."
+        2.0, gt=0, description="Hard limit of one Rerank call; past it the fused order is used."
+    )
+    rerank_budget_ms: float = Field(
+        1500.0,
+        ge=0,
+        description="Latency budget of the rerank stage: with the reranker's queue depth and "
+        "ms/passage (its Info), fewer candidates are scored, or none, to stay within it. "
+        "0 = no budget.",
+    )
+    rerank_min_candidates: int = Field(
+        5, ge=1, description="Below this many candidates within budget, rerank is skipped."
+    )
+    reranker_info_ttl_s: float = Field(
+        1.0, gt=0, description="How long the reranker's Info (load) is cached."
     )
     candidates: int = Field(50, ge=1, le=500, description="Fused candidates passed to rerank.")
     rerank_keep: int = Field(20, ge=1, description="Results kept after rerank.")
@@ -33,3 +49,102 @@ class OrchestratorSettings(ServiceSettings):
     dense_floor: float = Field(0.3, ge=-1, le=1, description="Cosine floor on the dense path.")
     rrf_k: int = Field(60, ge=1, description="RRF constant k.")
     path_limit: int = Field(100, ge=1, description="Candidates per retrieval path.")
+
+    # --- LLM providers (none configured = no LLM: extractive answers)
+    anthropic_api_key: SecretStr | None = Field(
+        None, description="Anthropic API key; set it to use Anthropic."
+    )
+    anthropic_base_url: str | None = Field(
+        None, description="Anthropic API base URL (default: the SDK's)."
+    )
+    anthropic_fast_model: str = Field(
+        factory.ANTHROPIC_FAST_MODEL, description="Anthropic model for analysis and listwise."
+    )
+    anthropic_strong_model: str = Field(
+        factory.ANTHROPIC_STRONG_MODEL, description="Anthropic model for answers."
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description="Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama, "
+        "LiteLLM), e.g. http://127.0.0.1:8000/v1; a key without it means OpenAI's own API.",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="API key of the OpenAI-compatible endpoint, if it needs one."
+    )
+    openai_fast_model: str = Field("", description="OpenAI-compatible model for analysis.")
+    openai_strong_model: str = Field(
+        "", description="OpenAI-compatible model for answers (default: the fast one)."
+    )
+    llm_order: str = Field(
+        "anthropic,openai",
+        description="Failover order of the configured providers, comma-separated.",
+    )
+    llm_timeout_s: float = Field(
+        20.0,
+        gt=0,
+        description="How long one provider may take to start answering before the next one "
+        "in LLM_ORDER is tried.",
+    )
+
+    # --- the LLM stages
+    analysis_timeout_s: float = Field(
+        4.0, gt=0, description="Query analysis budget; past it the raw query is used."
+    )
+    listwise_top_k: int = Field(
+        20, ge=2, le=100, description="Candidates the listwise stage reorders."
+    )
+    listwise_reasons: int = Field(
+        3, ge=0, le=20, description="Top results given a match reason by the listwise stage."
+    )
+    listwise_timeout_s: float = Field(
+        8.0, gt=0, description="Listwise rerank budget; past it the cross-encoder order is used."
+    )
+    answer_sources: int = Field(8, ge=1, le=50, description="Most excerpts given to the answer.")
+    answer_context_tokens: int = Field(
+        6000,
+        ge=200,
+        description="Token budget of the excerpts in the answer prompt (approximate count).",
+    )
+    answer_history_tokens: int = Field(
+        2000, ge=0, description="Token budget of earlier conversation turns (approximate)."
+    )
+    answer_max_tokens: int = Field(1024, ge=16, description="Most tokens the answer may have.")
+    answer_timeout_s: float = Field(
+        60.0, gt=0, description="Budget of one answer call to the LLM, streaming included."
+    )
+    citation_support_threshold: float = Field(
+        0.45,
+        ge=0,
+        le=1,
+        description="Support score (0.6 * embedder cosine + 0.4 * word overlap, halved when "
+        "the sentence states a figure the chunk lacks) a cited chunk needs for its citation "
+        "to count as supported.",
+    )
+    agent_steps: int = Field(
+        0, ge=0, le=20, description="Default tool rounds of the agentic loop; 0 = off."
+    )
+    agent_steps_max: int = Field(
+        4, ge=0, le=20, description="Most tool rounds a request may ask for."
+    )
+    agent_search_results: int = Field(
+        5, ge=1, le=20, description="New excerpts one agent search adds at most."
+    )
+    agent_result_tokens: int = Field(
+        3000, ge=200, description="Token cap of one tool result (read_document is cut to it)."
+    )
+
+    @model_validator(mode="after")
+    def _openai_needs_a_model(self) -> OrchestratorSettings:
+        configured = bool(self.openai_base_url) or self.openai_api_key is not None
+        if configured and not (self.openai_strong_model or self.openai_fast_model):
+            raise ValueError(
+                "an OpenAI-compatible endpoint is configured without a model: set "
+                "GROUNDWIRE_ORCHESTRATOR_OPENAI_STRONG_MODEL (or OPENAI_FAST_MODEL)"
+            )
+        return self
+
+    @field_validator("llm_order")
+    @classmethod
+    def _known_providers(cls, value: str) -> str:
+        factory.provider_order(value)  # ValueError names the unknown or repeated provider
+        return value

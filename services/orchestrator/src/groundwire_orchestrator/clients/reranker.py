@@ -1,13 +1,25 @@
-"""The orchestrator's client of the reranker."""
+"""The orchestrator's client of the reranker: Rerank, and Info for its current load."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import grpc
 
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from groundwire_core.grpc.client import rpc_errors
+
+
+@dataclass(frozen=True)
+class RerankerLoad:
+    """What the reranker's Info says about it right now."""
+
+    ready: bool
+    queue_depth: int
+    ms_per_passage: float
+    """Recent median per passage scored; 0 when unknown."""
+    max_batch_passages: int
 
 
 class RerankerClient:
@@ -24,3 +36,14 @@ class RerankerClient:
         with rpc_errors("reranker"):
             reply = await self._stub.Rerank(request, timeout=timeout_s)
         return [(r.index, r.score) for r in reply.results]
+
+    async def load(self, *, timeout_s: float) -> RerankerLoad:
+        """The reranker's readiness and load; failures as GroundwireError naming "reranker"."""
+        with rpc_errors("reranker"):
+            reply = await self._stub.Info(reranker_pb2.InfoRequest(), timeout=timeout_s)
+        return RerankerLoad(
+            ready=reply.ready,
+            queue_depth=reply.queue_depth,
+            ms_per_passage=reply.ms_per_passage,
+            max_batch_passages=reply.max_batch_passages,
+        )

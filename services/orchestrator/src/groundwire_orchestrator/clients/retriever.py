@@ -1,4 +1,4 @@
-"""The orchestrator's client of the retriever's Search."""
+"""The orchestrator's client of the retriever: hybrid Search and DescribeCollection."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.grpc.client import rpc_errors
 from groundwire_orchestrator.domain import Candidate, FieldFilter
+
+_PATHS = {
+    "dense": retriever_pb2.SEARCH_PATH_DENSE,
+    "sparse": retriever_pb2.SEARCH_PATH_SPARSE,
+    "bm25": retriever_pb2.SEARCH_PATH_BM25,
+}
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,29 @@ class HybridQuery:
     path_limit: int
     rrf_k: int
     dense_floor: float
+    paths: tuple[str, ...] = ()
+    """Paths to run ("dense", "sparse", "bm25"); empty runs every path with input."""
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    name: str
+    filterable: frozenset[str]
+    chunks: int
 
 
 class RetrieverClient:
     def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float) -> None:
         self._stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
         self._timeout_s = timeout_s
+
+    async def describe(self, collection: str) -> CollectionInfo:
+        """The collection's filterable fields; NotFound when it does not exist."""
+        with rpc_errors("retriever"):
+            reply = await self._stub.DescribeCollection(
+                retriever_pb2.DescribeCollectionRequest(name=collection), timeout=self._timeout_s
+            )
+        return CollectionInfo(reply.name, frozenset(reply.filterable), reply.chunks)
 
     async def search(self, query: HybridQuery) -> tuple[list[Candidate], list[PathSummary]]:
         """Hybrid search; failures come out as GroundwireError naming "retriever"."""
@@ -53,6 +76,7 @@ class RetrieverClient:
             rrf_k=query.rrf_k,
             dense_floor=query.dense_floor,
             fusion=retriever_pb2.FUSION_RRF,
+            paths=[_PATHS[p] for p in query.paths],
         )
         if query.dense is not None:
             request.dense.CopyFrom(common_pb2.DenseVector(values=query.dense))
@@ -73,6 +97,7 @@ class RetrieverClient:
                 text=h.chunk.text,
                 score=h.score,
                 fused_score=h.score,
+                chunk_index=h.chunk.chunk_index,
             )
             for h in reply.hits
         ]

@@ -1,28 +1,147 @@
-"""The no-LLM answer: sentences taken from the top excerpts, each cited, labelled
-extractive. (The full grounded-answer stage arrives with the chain work.)"""
+"""The extractive answer, used when no LLM is configured (or the LLM failed): the
+sentences of the top excerpts that best match the question, quoted verbatim, each
+with its [n] citation, and labelled extractive (mode and stage report).
+
+Sentences are scored against the query with the embedder (cosine, query vs passage
+sentences) blended with the share of the query's content words they contain; with
+the embedder down, the word share alone. Because every sentence is quoted from the
+chunk it cites, each citation verifies.
+"""
 
 from __future__ import annotations
 
-import re
+import asyncio
+import math
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from groundwire_orchestrator.domain import Candidate
+from groundwire_core.errors import GroundwireError
+from groundwire_orchestrator.clients.interfaces import Embedder
+from groundwire_orchestrator.domain import NumberedSource, StageReport
+from groundwire_orchestrator.stages.text import chunk_body, content_words, overlap, prose_sentences
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _body(text: str) -> str:
-    # chunks start with their heading path line; the answer quotes the body
-    parts = text.split("\n\n", 1)
-    return parts[1] if len(parts) == 2 else text
+SEMANTIC_WEIGHT = 0.7
+LEXICAL_WEIGHT = 0.3
 
 
-def extractive_answer(candidates: Sequence[Candidate], *, sentences: int = 3) -> str:
-    """One leading sentence from each of the top ``sentences`` excerpts, cited [n]."""
-    lines = []
-    for number, cand in enumerate(candidates[:sentences], start=1):
-        body = " ".join(_body(cand.text).split())
-        first = _SENTENCE_END.split(body, maxsplit=1)[0] if body else ""
-        if first:
-            lines.append(f"{first} [{number}]")
-    return " ".join(lines)
+@dataclass(frozen=True)
+class ExtractiveInput:
+    query: str
+    sources: Sequence[NumberedSource]
+    reason: str
+    """Why the answer is extractive, for the stage report."""
+    dependency: str = "llm"
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    number: int
+    position: int
+    text: str
+
+
+def _candidate_sentences(src: NumberedSource) -> list[_Sentence]:
+    out = []
+    for i, sentence in enumerate(prose_sentences(chunk_body(src.candidate))):
+        if len(sentence.split()) >= 5 and len(sentence) <= 400 and sentence[-1] not in ":;,":
+            out.append(_Sentence(src.number, i, sentence))
+    return out
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def cite(sentence: str, number: int) -> str:
+    """``sentence`` with ``[number]`` before its final punctuation."""
+    body = sentence.rstrip()
+    end = len(body)
+    while end and body[end - 1] in ".!?\"')\u201d\u2019":
+        end -= 1
+    tail = body[end:] or "."
+    return f"{body[:end]} [{number}]{tail}"
+
+
+class ExtractiveAnswerStage:
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        *,
+        max_sentences: int = 3,
+        per_source: int = 2,
+        from_sources: int = 8,
+        max_embedded: int = 32,
+    ) -> None:
+        self._embedder = embedder
+        self._max_sentences = max_sentences
+        self._per_source = per_source
+        self._from_sources = from_sources
+        self._max_embedded = max_embedded
+
+    async def _semantic(
+        self, query: str, sentences: Sequence[_Sentence]
+    ) -> list[float] | None:
+        if self._embedder is None:
+            return None
+        q, s = await asyncio.gather(
+            self._embedder.embed([query], query=True),
+            self._embedder.embed([x.text for x in sentences], query=False),
+        )
+        qv = q[0].dense
+        if qv is None:
+            return None
+        return [_cosine(qv, e.dense) if e.dense is not None else 0.0 for e in s]
+
+    async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:
+        """The cited extractive answer ("" when no excerpt has a usable sentence)."""
+        started = time.perf_counter()
+        sentences = [
+            s for src in inp.sources[: self._from_sources] for s in _candidate_sentences(src)
+        ]
+        details = {"mode": "extractive", "sentences_considered": str(len(sentences))}
+        if not sentences:
+            details["sentences"] = "0"
+            ms = (time.perf_counter() - started) * 1e3
+            return "", StageReport("answer", ms, True, inp.reason, inp.dependency, details)
+        query_words = content_words(inp.query)
+        lexical = [overlap(query_words, content_words(s.text)) for s in sentences]
+        if len(sentences) > self._max_embedded:
+            # only the sentences sharing most words with the query are embedded (cost)
+            keep = sorted(range(len(sentences)), key=lambda i: (-lexical[i], i))
+            keep = sorted(keep[: self._max_embedded])
+            sentences = [sentences[i] for i in keep]
+            lexical = [lexical[i] for i in keep]
+        try:
+            semantic = await self._semantic(inp.query, sentences)
+            details["scoring"] = "embedder + word overlap" if semantic else "word overlap"
+        except GroundwireError as error:
+            semantic = None
+            details["scoring"] = f"word overlap (embedder unavailable: {error.message})"
+        scores = [
+            SEMANTIC_WEIGHT * semantic[i] + LEXICAL_WEIGHT * lexical[i]
+            if semantic
+            else lexical[i]
+            for i in range(len(sentences))
+        ]
+        ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
+        chosen: list[int] = []
+        per: dict[int, int] = {}
+        for i in ranked:
+            n = sentences[i].number
+            if per.get(n, 0) >= self._per_source:
+                continue
+            chosen.append(i)
+            per[n] = per.get(n, 0) + 1
+            if len(chosen) == self._max_sentences:
+                break
+        # read in the excerpts' order: by source number, then position in the chunk
+        chosen.sort(key=lambda i: (sentences[i].number, sentences[i].position))
+        answer = " ".join(cite(sentences[i].text, sentences[i].number) for i in chosen)
+        details["sentences"] = str(len(chosen))
+        details["best_score"] = f"{max(scores):.3f}"
+        ms = (time.perf_counter() - started) * 1e3
+        return answer, StageReport("answer", ms, True, inp.reason, inp.dependency, details)

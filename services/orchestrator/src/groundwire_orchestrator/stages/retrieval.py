@@ -1,4 +1,5 @@
-"""Hybrid retrieval stage: embed the query, search every path, fuse (in the retriever)."""
+"""Hybrid retrieval stage: embed the query, search every path, fuse (in the retriever);
+and the source reader the agent's read_document tool uses."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
-from groundwire_orchestrator.clients.retriever import HybridQuery, RetrieverClient
+from groundwire_core.clients.embedder import EmbedderInfo
+from groundwire_orchestrator.clients.interfaces import Embedder, Retriever
+from groundwire_orchestrator.clients.retriever import HybridQuery
 from groundwire_orchestrator.domain import Candidate, FieldFilter, StageReport
 
 
@@ -20,6 +22,8 @@ class RetrievalInput:
     """Text embedded for the dense path (the HyDE document, or the raw query)."""
     filters: Sequence[FieldFilter] = ()
     limit: int = 50
+    dense_from: str = "query"
+    """What ``dense_query`` is, for the report: "query" or "hyde"."""
 
 
 @dataclass(frozen=True)
@@ -33,15 +37,14 @@ class RetrievalStage:
     """Has no fallback of its own: without the embedder or the retriever there is
     nothing to rank, so their failures propagate as Unavailable naming them."""
 
-    def __init__(
-        self, embedder: EmbedderClient, retriever: RetrieverClient, params: RetrievalParams
-    ) -> None:
+    def __init__(self, embedder: Embedder, retriever: Retriever, params: RetrievalParams) -> None:
         self._embedder = embedder
         self._retriever = retriever
         self._params = params
         self._info: EmbedderInfo | None = None
 
     async def run(self, inp: RetrievalInput) -> tuple[list[Candidate], StageReport]:
+        """Fused candidates, best first. Raises NotFound, InvalidInput, Unavailable."""
         started = time.perf_counter()
         if self._info is None:
             self._info = await self._embedder.info()
@@ -68,7 +71,13 @@ class RetrievalStage:
                 dense_floor=self._params.dense_floor,
             )
         )
-        details = {"embed_ms": f"{embed_ms:.1f}", "candidates_out": str(len(candidates))}
+        details = {
+            "embed_ms": f"{embed_ms:.1f}",
+            "candidates_out": str(len(candidates)),
+            "dense_input": inp.dense_from,
+        }
+        if inp.filters:
+            details["filters"] = "; ".join(f"{f.field} in {list(f.any_of)}" for f in inp.filters)
         for p in paths:
             details[f"{p.path}_ms"] = f"{p.ms:.2f}"
             details[f"{p.path}_hits"] = str(p.hits)
@@ -76,3 +85,34 @@ class RetrievalStage:
                 details[f"{p.path}_skipped"] = p.reason
         report = StageReport("retrieval", (time.perf_counter() - started) * 1e3, details=details)
         return candidates, report
+
+
+class SourceReader:
+    """A whole stored source, its chunks in order: a dense search restricted to the
+    source with no similarity floor, so every chunk of it comes back."""
+
+    def __init__(self, embedder: Embedder, retriever: Retriever, *, max_chunks: int) -> None:
+        self._embedder = embedder
+        self._retriever = retriever
+        self._max_chunks = max_chunks
+
+    async def read(self, collection: str, source_id: str, probe: str) -> list[Candidate]:
+        """Chunks of ``source_id`` sorted by position (at most ``max_chunks``).
+        ``probe`` is any text of the source (it only orders the search). Raises
+        Unavailable, NotFound."""
+        [embedded] = await self._embedder.embed([probe], query=True)
+        found, _ = await self._retriever.search(
+            HybridQuery(
+                collection=collection,
+                text="",
+                dense=embedded.dense,
+                sparse=None,
+                filters=(FieldFilter("source_id", (source_id,)),),
+                limit=self._max_chunks,
+                path_limit=self._max_chunks,
+                rrf_k=60,
+                dense_floor=-1.0,
+                paths=("dense",),
+            )
+        )
+        return sorted(found, key=lambda c: c.chunk_index)

@@ -1,0 +1,171 @@
+"""Grounded answer stage: the strong LLM writes the answer from the numbered excerpts,
+streamed; with a step budget it may first call the agent's tools.
+
+Deltas pass through the citation filter as they come (a marker pointing at no source
+never reaches the reader). When the model calls a tool after writing text, a reset
+discards that text; the answer is what the last step wrote. A provider failure ends
+the stage with ``AnswerFailed`` (the pipeline falls back to the extractive answer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from groundwire_core.errors import GroundwireError
+from groundwire_orchestrator.domain import (
+    AnswerDelta,
+    AnswerReset,
+    RetrievalDone,
+    StageReport,
+    Turn,
+)
+from groundwire_orchestrator.llm.base import (
+    ChatMessage,
+    LLMProvider,
+    LLMRequest,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    close_stream,
+    served_by,
+)
+from groundwire_orchestrator.llm.base import Turn as LLMTurn
+from groundwire_orchestrator.stages.agent import AgentToolbox
+from groundwire_orchestrator.stages.citations import CitationFilter, SourceLedger
+from groundwire_orchestrator.stages.prompting import (
+    BUDGET_SPENT,
+    READ_DOCUMENT_TOOL,
+    SEARCH_TOOL,
+    answer_prompt,
+)
+
+
+@dataclass(frozen=True)
+class AnswerInput:
+    question: str
+    history: Sequence[Turn]
+    ledger: SourceLedger
+    """Numbers the excerpts; the tools append to it."""
+    max_steps: int = 0
+    """Tool rounds allowed (0 = no tools)."""
+    toolbox: AgentToolbox | None = None
+
+
+@dataclass(frozen=True)
+class AnswerFinished:
+    text: str
+    """The final answer, as streamed (markers pointing nowhere removed)."""
+    report: StageReport
+    dropped_citations: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AnswerFailed:
+    error: GroundwireError
+    streamed: bool
+    """Whether text of the failed step reached the reader (it needs a reset)."""
+    details: dict[str, str] = field(default_factory=dict)
+
+
+AnswerEvent = AnswerDelta | AnswerReset | RetrievalDone | AnswerFinished | AnswerFailed
+
+
+class GroundedAnswerStage:
+    def __init__(
+        self,
+        llm: LLMProvider,
+        *,
+        timeout_s: float,
+        max_tokens: int,
+        context_tokens: int,
+        history_tokens: int,
+    ) -> None:
+        self._llm = llm
+        self._timeout_s = timeout_s
+        self._max_tokens = max_tokens
+        self._context_tokens = context_tokens
+        self._history_tokens = history_tokens
+
+    @property
+    def provider(self) -> str:
+        return self._llm.name
+
+    async def run(self, inp: AnswerInput) -> AsyncIterator[AnswerEvent]:
+        """Streams the answer; ends with exactly one AnswerFinished or AnswerFailed."""
+        started = time.perf_counter()
+        agentic = inp.toolbox is not None and inp.max_steps > 0
+        prompt = answer_prompt(
+            inp.question,
+            inp.history,
+            inp.ledger.sources,
+            context_tokens=self._context_tokens,
+            history_tokens=self._history_tokens,
+            tools=agentic,
+        )
+        messages: list[LLMTurn] = list(prompt.messages)
+        tools = (SEARCH_TOOL, READ_DOCUMENT_TOOL) if agentic else ()
+        traces: list[str] = []
+        steps = 0
+        details = {"provider": self._llm.name, "sources": str(len(inp.ledger))}
+        while True:
+            spent = agentic and steps >= inp.max_steps
+            request = LLMRequest(
+                system=prompt.system + (BUDGET_SPENT if spent else ""),
+                messages=tuple(messages),
+                role="strong",
+                max_tokens=self._max_tokens,
+                tools=tools,
+            )
+            flt = CitationFilter(lambda n: n in inp.ledger)
+            raw: list[str] = []
+            shown: list[str] = []
+            calls: list[ToolCall] = []
+            stream = self._llm.stream(request, timeout_s=self._timeout_s)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        raw.append(event.text)
+                        text = flt.feed(event.text)
+                        if text:
+                            shown.append(text)
+                            yield AnswerDelta(text)
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
+            except GroundwireError as error:
+                details.update(steps=str(steps), tools="; ".join(traces))
+                yield AnswerFailed(error, streamed=bool(shown), details=details)
+                return
+            finally:
+                # a cancelled request must close the provider's HTTP stream now
+                await close_stream(stream)
+            details["provider"] = served_by(stream, self._llm)
+            tail = flt.flush()
+            if tail:
+                shown.append(tail)
+                yield AnswerDelta(tail)
+            if calls and agentic and not spent and inp.toolbox is not None:
+                if shown:
+                    yield AnswerReset("the assistant went back to look for more evidence")
+                messages.append(ChatMessage("assistant", "".join(raw), tool_calls=tuple(calls)))
+                for call in calls:
+                    outcome = await inp.toolbox.execute(call)
+                    traces.append(outcome.trace)
+                    if outcome.new_sources:
+                        yield RetrievalDone(outcome.new_sources)
+                    messages.append(ToolResult(call.id, call.name, outcome.content))
+                steps += 1
+                continue
+            if calls:
+                details["ignored_tool_calls"] = str(len(calls))
+            details.update(steps=str(steps), sources=str(len(inp.ledger)))
+            if traces:
+                details["tools"] = "; ".join(traces)
+            ms = (time.perf_counter() - started) * 1e3
+            yield AnswerFinished(
+                "".join(shown).strip(),
+                StageReport("answer", ms, details=details),
+                tuple(flt.dropped),
+            )
+            return
