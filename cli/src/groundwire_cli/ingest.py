@@ -10,7 +10,8 @@ from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
 SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf")
-BATCH = 32
+BATCH_FILES = 32
+BATCH_BYTES = 16 * 1024 * 1024  # well under the 64 MiB gRPC message limit
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,22 @@ class IngestTotals:
     unchanged: int
     skipped: list[tuple[str, str]]
     chunks_written: int
+
+
+def _batches(files: list[Path]) -> Iterable[list[Path]]:
+    """Files grouped by count and size; a file larger than the byte budget goes alone
+    (the retriever rejects it with a reason if it is over its own limit)."""
+    batch: list[Path] = []
+    size = 0
+    for f in files:
+        n = f.stat().st_size
+        if batch and (len(batch) >= BATCH_FILES or size + n > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(f)
+        size += n
+    if batch:
+        yield batch
 
 
 def find_documents(paths: Iterable[Path]) -> list[Path]:
@@ -49,8 +66,7 @@ async def ingest_files(
     channel = create_channel(retriever_addr)
     try:
         stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
-        for start in range(0, len(files), BATCH):
-            batch = files[start : start + BATCH]
+        for batch in _batches(files):
             docs = [
                 retriever_pb2.Document(
                     source_id=str(f.relative_to(root) if root else f),

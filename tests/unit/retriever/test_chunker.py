@@ -3,9 +3,16 @@ budget, overlap, and the summary leading the first chunk."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from groundwire_retriever.ingest.chunker import TextChunk, approx_tokens, chunk_document
+from groundwire_retriever.ingest.chunker import (
+    TextChunk,
+    approx_tokens,
+    chunk_document,
+    chunk_document_counted,
+)
 
 DOC = """# Title
 
@@ -225,3 +232,224 @@ def test_a_leading_h1_is_the_title_but_later_h1s_are_sections() -> None:
         ("Front Title", "Sub"),
         ("Front Title", "Part Two"),
     ]
+
+
+# -- merging small sections (min_tokens) ------------------------------------------
+
+
+def words(text: str) -> int:
+    """A counter that is exactly additive over whitespace joins: one token a word."""
+    return len(text.split())
+
+
+INSTALL = f"""# T
+
+## Install
+
+### Linux
+
+{_words("l", 10)}
+
+### Mac
+
+{_words("m", 10)}
+
+## Use
+
+{_words("u", 10)}
+"""
+
+
+def test_small_sections_merge_under_their_common_parent_with_headings_kept() -> None:
+    chunks = chunk_document("T", INSTALL, min_tokens=30, max_tokens=100, count=words)
+    assert chunks == [
+        TextChunk(
+            0,
+            ("T",),
+            f"T\n\n## Install\n\n### Linux\n\n{_words('l', 10)}\n\n### Mac\n\n"
+            f"{_words('m', 10)}\n\n## Use\n\n{_words('u', 10)}",
+        )
+    ]
+
+
+def test_without_min_tokens_every_section_stays_apart() -> None:
+    chunks = chunk_document("T", INSTALL, max_tokens=100, count=words)
+    assert [c.heading_path for c in chunks] == [
+        ("T", "Install", "Linux"),
+        ("T", "Install", "Mac"),
+        ("T", "Use"),
+    ]
+
+
+def test_a_family_is_merged_before_sections_across_parents() -> None:
+    body = INSTALL.replace(_words("u", 10), _words("u", 25))
+    chunks = chunk_document("T", body, min_tokens=20, max_tokens=100, count=words)
+    # Linux + Mac (27 tokens with headings) reach the minimum under "Install";
+    # "Use" (28) is big enough alone, so nothing crosses to the title level.
+    assert [(c.heading_path, words(c.text)) for c in chunks] == [
+        (("T", "Install"), 27),
+        (("T", "Use"), 28),
+    ]
+    assert _body(chunks[0]) == f"### Linux\n\n{_words('l', 10)}\n\n### Mac\n\n{_words('m', 10)}"
+
+
+def test_a_small_last_section_joins_the_group_before_it() -> None:
+    body = f"# T\n\n## A\n\n{_words('a', 40)}\n\n## B\n\n{_words('b', 5)}\n"
+    chunks = chunk_document("T", body, min_tokens=20, max_tokens=100, count=words)
+    assert [c.heading_path for c in chunks] == [("T",)]
+    assert _body(chunks[0]) == f"## A\n\n{_words('a', 40)}\n\n## B\n\n{_words('b', 5)}"
+
+
+def test_merging_never_exceeds_max_tokens() -> None:
+    body = f"# T\n\n## A\n\n{_words('a', 60)}\n\n## B\n\n{_words('b', 60)}\n"
+    chunks = chunk_document("T", body, min_tokens=100, max_tokens=100, count=words)
+    assert [c.heading_path for c in chunks] == [("T", "A"), ("T", "B")]
+    assert all(words(c.text) <= 100 for c in chunks)
+
+
+def test_a_section_needing_several_chunks_is_never_merged() -> None:
+    long_b = "\n\n".join(_words(f"b{j}w", 30) for j in range(6))  # 180 tokens
+    body = f"# T\n\n## A\n\n{_words('a', 3)}\n\n## B\n\n{long_b}\n"
+    chunks = chunk_document("T", body, min_tokens=50, max_tokens=100, count=words)
+    assert chunks[0].heading_path == ("T", "A")
+    assert _body(chunks[0]) == _words("a", 3)
+    assert {c.heading_path for c in chunks[1:]} == {("T", "B")}
+    assert len(chunks) >= 3
+
+
+def test_a_section_split_in_several_chunks_is_rebalanced_instead_of_leaving_a_stub() -> None:
+    body = "\n\n".join(_words(f"p{j}w", 10) for j in range(9))  # nine 10-token paragraphs
+    greedy = chunk_document("T", body, max_tokens=81, overlap_tokens=0, count=words)
+    assert [words(_body(c)) for c in greedy] == [80, 10]
+    balanced = chunk_document(
+        "T", body, min_tokens=30, max_tokens=81, overlap_tokens=0, count=words
+    )
+    assert [words(_body(c)) for c in balanced] == [50, 40]
+    assert " ".join(_body(c) for c in balanced).split() == body.split()
+
+
+# -- cutting blocks larger than the budget ----------------------------------------
+
+
+def test_an_oversized_code_block_is_cut_into_fenced_pieces() -> None:
+    lines = [f"call_{i}(a, b)" for i in range(60)]  # 2 tokens a line
+    code = "```python\n" + "\n".join(lines) + "\n```"
+    chunks = chunk_document("T", code, max_tokens=50, overlap_tokens=0, count=words)
+    # 50 less the path and the two fence lines leaves 47: 23 lines a piece
+    assert len(chunks) == 3
+    inner: list[str] = []
+    for chunk in chunks:
+        assert words(chunk.text) <= 50
+        body = _body(chunk).split("\n")
+        assert body[0] == "```python" and body[-1] == "```"
+        inner += body[1:-1]
+    assert inner == lines
+
+
+def test_an_oversized_table_repeats_its_header_in_every_piece() -> None:
+    rows = [f"| x{i} | y{i} |" for i in range(40)]  # 5 tokens a row
+    table = "| a | b |\n|---|---|\n" + "\n".join(rows)
+    chunks = chunk_document("T", table, max_tokens=60, overlap_tokens=0, count=words)
+    assert len(chunks) >= 4
+    seen: list[str] = []
+    for chunk in chunks:
+        assert words(chunk.text) <= 60
+        body = _body(chunk).split("\n")
+        assert body[:2] == ["| a | b |", "|---|---|"]
+        seen += body[2:]
+    assert seen == rows
+
+
+def test_a_long_paragraph_is_cut_at_sentences_first() -> None:
+    sentences = [f"{_words(f's{j}w', 9)} end." for j in range(12)]  # 10 tokens each
+    chunks = chunk_document("T", " ".join(sentences), max_tokens=36, count=words)
+    for chunk in chunks:
+        assert words(chunk.text) <= 36
+        assert _body(chunk).endswith("end.")  # cut between sentences, not inside one
+    assert " ".join(_body(c) for c in chunks) == " ".join(sentences)
+
+
+def test_a_huge_word_is_cut_by_characters() -> None:
+    blob = "QUJD" * 1250  # 5000 characters, no whitespace (e.g. base64)
+    chunks = chunk_document("T", blob, max_tokens=1000, count=len)
+    assert len(chunks) >= 6
+    assert all(len(c.text) <= 1000 for c in chunks)
+    assert "".join(_body(c) for c in chunks) == blob
+
+
+def test_the_heading_path_counts_towards_max_tokens() -> None:
+    title = _words("t", 20)
+    body = "\n\n".join(_words(f"p{j}w", 5) for j in range(8))
+    chunks = chunk_document(title, body, max_tokens=30, overlap_tokens=0, count=words)
+    assert [words(_body(c)) for c in chunks] == [10, 10, 10, 10]
+    assert all(words(c.text) == 30 for c in chunks)
+
+
+def test_a_counter_that_is_not_additive_still_never_exceeds_max_tokens() -> None:
+    def separators_cost(text: str) -> int:  # every blank line costs three tokens
+        return len(text.split()) + 3 * text.count("\n\n")
+
+    body = "\n\n".join(_words(f"p{j}w", 8) for j in range(20))
+    chunks = chunk_document("T", body, max_tokens=40, overlap_tokens=0, count=separators_cost)
+    assert all(separators_cost(c.text) <= 40 for c in chunks)
+    assert " ".join(_body(c) for c in chunks).split() == body.split()
+
+
+def test_special_tokens_are_counted_once_per_chunk() -> None:
+    def model(text: str) -> int:  # like a BERT tokenizer: [CLS] ... [SEP]
+        return len(text.split()) + 2
+
+    body = "\n\n".join(_words(f"p{j}w", 10) for j in range(6))
+    chunks = chunk_document("T", body, max_tokens=33, overlap_tokens=0, count=model)
+    # 33 - 2 special - 1 for the path "T" leaves 30: three paragraphs a chunk
+    assert [words(_body(c)) for c in chunks] == [30, 30]
+    assert all(model(c.text) == 33 for c in chunks)
+
+
+# -- plain text and counting in batches -------------------------------------------
+
+
+def test_plain_text_has_no_headings() -> None:
+    body = "# not a heading\n\nsome text\n\n## nor this\n"
+    chunks = chunk_document("notes", body, markdown=False)
+    assert [c.heading_path for c in chunks] == [("notes",)]
+    assert _body(chunks[0]) == "# not a heading\n\nsome text\n\n## nor this"
+
+
+def test_a_very_long_heading_is_shortened_in_the_path() -> None:
+    chunks = chunk_document("T", f"## {'x' * 500}\n\ntext\n")
+    assert len(chunks[0].heading_path[1]) == 200
+    assert chunks[0].heading_path[1].endswith("…")
+
+
+async def test_batch_counter_gives_the_same_chunks_in_a_few_calls() -> None:
+    batches: list[list[str]] = []
+
+    async def count_tokens(texts: Sequence[str]) -> list[int]:
+        batches.append(list(texts))
+        return [words(t) for t in texts]
+
+    body = DOC + "\n\n" + "\n\n".join(_words(f"p{j}w", 12) for j in range(30))
+    expected = chunk_document("Title", body, max_tokens=60, count=words)
+    chunks = await chunk_document_counted("Title", body, max_tokens=60, count_tokens=count_tokens)
+    assert chunks == expected
+    assert len(chunks) > 5
+    # one call for every block and heading, one to check the chunks: not one per block
+    assert len(batches) == 2
+    assert len(batches[0]) > 30
+    assert all(len(set(batch)) == len(batch) for batch in batches), "no text counted twice"
+
+
+async def test_batch_counter_rounds_for_oversized_blocks_stay_few() -> None:
+    calls = 0
+
+    async def count_tokens(texts: Sequence[str]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        return [words(t) for t in texts]
+
+    body = " ".join(_words(f"w{j}x", 1) for j in range(2000))  # one 2000-token line
+    chunks = await chunk_document_counted("T", body, max_tokens=100, count_tokens=count_tokens)
+    assert all(words(c.text) <= 100 for c in chunks)
+    assert " ".join(_body(c) for c in chunks).split() == body.split()
+    assert calls <= 6

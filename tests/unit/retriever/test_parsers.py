@@ -100,8 +100,10 @@ def test_parsed_document_chunks_with_its_summary_and_title() -> None:
         (b"", "markdown", "no text"),
         (b"  \n\n\t\n", "text", "no text"),
         (b"---\ntitle: only front matter\n---\n", "markdown", "no text"),
-        (b"<html><p>hi</p></html>", "html", "html documents are not supported yet"),
-        (b"%PDF-1.7", "pdf", "pdf documents are not supported yet"),
+        (b"<html><script>x()</script><nav>menu</nav></html>", "html", "the HTML has no text"),
+        (b"<p>caf\xe9</p>", "html", "not valid UTF-8 (byte 6) and declares no charset"),
+        (b"%PDF-1.7", "pdf", "the PDF could not be read"),
+        (bytes(range(1, 32)) * 4 + b"text", "markdown", "looks binary"),
         (b"text", "docx", "unknown document type 'docx'"),
     ],
 )
