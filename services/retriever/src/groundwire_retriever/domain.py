@@ -120,6 +120,9 @@ class SearchQuery:
     dense_floor: float = 0.3
     """Cosine similarity below which the dense path drops a candidate."""
     limit: int = 50
+    drop_off: float | None = None
+    """Dynamic top-k: after fusion, cut the list where a score falls below
+    ``drop_off`` x the top score (0..1); None keeps all ``limit`` hits."""
 
 
 @dataclass(frozen=True)

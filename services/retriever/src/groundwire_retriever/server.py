@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -10,13 +11,12 @@ import grpc
 from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.clients.embedder import EmbedderClient
-from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel
 from groundwire_retriever import convert
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy
-from groundwire_retriever.service import IngestSummary, RetrieverCore
+from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
-from groundwire_retriever.store.edge import EdgeStore
+from groundwire_retriever.store import EdgeStore, QdrantServerStore, VectorStore
 
 
 class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
@@ -35,16 +35,12 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
 
     async def start(self) -> None:
         s = self._settings
-        if s.qdrant_url:
-            raise InvalidInput(
-                "GROUNDWIRE_RETRIEVER_QDRANT_URL is not supported by this version yet; "
-                "unset it to use the embedded engine"
-            )
         self._channel = create_channel(s.embedder_addr)
         self._core = RetrieverCore(
-            EdgeStore(s.data_path),
+            self._store(),
             EmbedderClient(self._channel),
             policy=ChunkingPolicy(
+                min_tokens=s.chunk_min_tokens,
                 max_tokens=s.chunk_max_tokens,
                 overlap_tokens=s.chunk_overlap_tokens,
                 max_document_bytes=s.max_document_bytes,
@@ -52,6 +48,15 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             embed_batch=s.embed_batch,
         )
         await self._core.start()
+
+    def _store(self) -> VectorStore:
+        """A Qdrant server (or qdrant-client's local mode) when QDRANT_URL is set,
+        else the embedded engine on DATA_PATH."""
+        s = self._settings
+        if s.qdrant_url:
+            api_key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            return QdrantServerStore(s.qdrant_url, api_key=api_key, timeout_s=s.qdrant_timeout_s)
+        return EdgeStore(s.data_path)
 
     async def stop(self) -> None:
         if self._core is not None:
@@ -94,29 +99,39 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         self, request: retriever_pb2.IngestRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[retriever_pb2.IngestEvent]:
         docs = [convert.document_from_proto(d) for d in request.documents]
-        async for item in self.core.ingest(
-            request.collection, docs, create=request.create_collection
-        ):
-            if isinstance(item, IngestSummary):
-                outcomes = item.outcomes
-                yield retriever_pb2.IngestEvent(
-                    report=retriever_pb2.IngestReport(
-                        documents=[convert.outcome_to_proto(o) for o in outcomes],
-                        ingested=sum(o.status == "ingested" for o in outcomes),
-                        unchanged=sum(o.status == "unchanged" for o in outcomes),
-                        skipped=sum(o.status == "skipped" for o in outcomes),
-                        chunks_written=item.chunks_written,
-                        seconds=item.seconds,
-                    )
+        events = self.core.ingest(
+            request.collection,
+            docs,
+            create=request.create_collection,
+            full_reindex=request.full_reindex,
+        )
+        # aclosing: when the caller goes away, the ingest's cleanup (dropping an
+        # unfinished re-index) runs now, not whenever the generator is collected.
+        async with contextlib.aclosing(events):
+            async for item in events:
+                yield self._ingest_event(item)
+
+    @staticmethod
+    def _ingest_event(item: IngestTick | IngestSummary) -> retriever_pb2.IngestEvent:
+        if isinstance(item, IngestSummary):
+            outcomes = item.outcomes
+            return retriever_pb2.IngestEvent(
+                report=retriever_pb2.IngestReport(
+                    documents=[convert.outcome_to_proto(o) for o in outcomes],
+                    ingested=sum(o.status == "ingested" for o in outcomes),
+                    unchanged=sum(o.status == "unchanged" for o in outcomes),
+                    skipped=sum(o.status == "skipped" for o in outcomes),
+                    chunks_written=item.chunks_written,
+                    seconds=item.seconds,
                 )
-            else:
-                yield retriever_pb2.IngestEvent(
-                    progress=retriever_pb2.IngestProgress(
-                        done=item.done,
-                        total=item.total,
-                        document=convert.outcome_to_proto(item.outcome),
-                    )
-                )
+            )
+        return retriever_pb2.IngestEvent(
+            progress=retriever_pb2.IngestProgress(
+                done=item.done,
+                total=item.total,
+                document=convert.outcome_to_proto(item.outcome),
+            )
+        )
 
     async def Upsert(
         self, request: retriever_pb2.UpsertRequest, context: grpc.aio.ServicerContext
@@ -155,7 +170,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     ) -> retriever_pb2.StatsResponse:
         stats = await self.core.list_collections()
         return retriever_pb2.StatsResponse(
-            collections=[convert.collection_to_proto(s) for s in stats], engine="edge"
+            collections=[convert.collection_to_proto(s) for s in stats], engine=self.core.engine
         )
 
     async def Info(
@@ -163,8 +178,8 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     ) -> retriever_pb2.InfoResponse:
         specs = await self.core.list_collections()
         return retriever_pb2.InfoResponse(
-            engine="edge",
-            location=str(self._settings.data_path),
+            engine=self.core.engine,
+            location=self.core.location,
             embedder=self._settings.embedder_addr,
             collections=len(specs),
         )

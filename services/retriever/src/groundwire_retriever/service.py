@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, replace
 
 from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import GroundwireError, InvalidInput
@@ -69,6 +69,16 @@ class RetrieverCore:
         self._policy = policy or ChunkingPolicy()
         self._embed_batch = embed_batch
 
+    @property
+    def engine(self) -> str:
+        """``edge`` or ``qdrant``."""
+        return self._store.engine
+
+    @property
+    def location(self) -> str:
+        """The store's folder or server URL."""
+        return self._store.location
+
     async def start(self) -> None:
         await asyncio.to_thread(self._store.open)
 
@@ -120,12 +130,22 @@ class RetrieverCore:
         return len(filled)
 
     async def ingest(
-        self, name: str, documents: Sequence[DocumentInput], *, create: bool = False
-    ) -> AsyncIterator[IngestTick | IngestSummary]:
+        self,
+        name: str,
+        documents: Sequence[DocumentInput],
+        *,
+        create: bool = False,
+        full_reindex: bool = False,
+    ) -> AsyncGenerator[IngestTick | IngestSummary, None]:
         """Ingests documents one by one, yielding a tick per document then a summary.
 
-        A bad document is skipped with its reason; the rest go in. Raises NotFound
-        when the collection is missing and ``create`` is false.
+        Each changed document replaces its source's chunks atomically (readers see the
+        old set or the new one); an unchanged one is a no-op. With ``full_reindex`` the
+        documents build a new generation of the whole collection that replaces it at
+        once when all are done (sources not listed disappear); if the ingest fails or
+        is cancelled, the old generation keeps serving. A bad document is skipped with
+        its reason; the rest go in. Raises NotFound when the collection is missing and
+        ``create`` is false, AlreadyExists when a full re-index of it is running.
         """
         started = time.perf_counter()
         try:
@@ -134,33 +154,76 @@ class RetrieverCore:
             if not create or error.code != "not_found":
                 raise
             spec = await self.create_collection(name)
+        generation: str | None = None
+        if full_reindex:
+            spec = await self._next_spec(spec)
+            generation = await asyncio.to_thread(self._store.begin_reindex, spec)
         outcomes: list[DocumentOutcome] = []
         written = 0
-        for done, doc in enumerate(documents, start=1):
-            try:
-                outcome = await self._ingest_one(spec, doc)
-            except InvalidInput as error:
-                outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
-            if outcome.status == "ingested":
-                written += outcome.chunks
-            outcomes.append(outcome)
-            yield IngestTick(done, len(documents), outcome)
+        try:
+            for done, doc in enumerate(documents, start=1):
+                try:
+                    outcome = await self._ingest_one(spec, doc, generation)
+                except InvalidInput as error:
+                    outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
+                if outcome.status == "ingested":
+                    written += outcome.chunks
+                outcomes.append(outcome)
+                yield IngestTick(done, len(documents), outcome)
+            if generation is not None:
+                await asyncio.to_thread(self._store.commit_reindex, name, generation)
+                generation = None
+        finally:
+            if generation is not None:
+                # Failed, cancelled or abandoned by the caller: drop the unfinished
+                # generation. Called directly: a cancelled task cannot await a thread.
+                self._store.abort_reindex(name, generation)
         yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
 
-    async def _ingest_one(self, spec: CollectionSpec, doc: DocumentInput) -> DocumentOutcome:
-        chunks = await prepare_chunks(doc, self._policy)
-        stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
-        if stored == {c.chunk_id: c.content_hash for c in chunks}:
-            return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
-        vectors = await self._embed([c.text for c in chunks], spec)
-        # New chunks first, then the stale ones: readers never see the source vanish.
-        await asyncio.to_thread(
-            self._store.upsert, spec.name, list(zip(chunks, vectors, strict=True))
+    async def _next_spec(self, spec: CollectionSpec) -> CollectionSpec:
+        """The spec of a re-index: the embedder's model as it is now (it may have
+        changed since the collection was created), the collection's filter fields."""
+        info = await self._embedder.info()
+        return replace(
+            spec,
+            dense_dims=info.dense_dims,
+            learned_sparse="sparse" in info.outputs,
+            embedder_model=info.model_id,
         )
-        stale = set(stored) - {c.chunk_id for c in chunks}
-        if stale:
-            await asyncio.to_thread(self._store.delete_chunks, spec.name, sorted(stale))
+
+    async def _ingest_one(
+        self, spec: CollectionSpec, doc: DocumentInput, generation: str | None
+    ) -> DocumentOutcome:
+        chunks = await prepare_chunks(doc, self._policy, count_tokens=self._embedder.count_tokens)
+        if generation is None:
+            stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
+            if stored == {c.chunk_id: c.content_hash for c in chunks}:
+                return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
+        vectors = await self._embed([c.text for c in chunks], spec)
+        # One thread does both steps: if this task is cancelled meanwhile, the thread
+        # still publishes (or discards) what it staged, leaving no hidden orphans.
+        await asyncio.to_thread(
+            self._replace_source,
+            spec.name,
+            doc.source_id,
+            list(zip(chunks, vectors, strict=True)),
+            generation,
+        )
         return DocumentOutcome(doc.source_id, "ingested", chunks=len(chunks))
+
+    def _replace_source(
+        self,
+        name: str,
+        source_id: str,
+        chunks: Sequence[tuple[Chunk, ChunkVectors]],
+        generation: str | None,
+    ) -> None:
+        staged = self._store.stage_source(name, source_id, chunks, generation=generation)
+        try:
+            self._store.publish_source(staged)
+        except BaseException:
+            self._store.discard_source(staged)
+            raise
 
     async def _embed(self, texts: Sequence[str], spec: CollectionSpec) -> list[ChunkVectors]:
         outputs = ("dense", "sparse") if spec.learned_sparse else ("dense",)

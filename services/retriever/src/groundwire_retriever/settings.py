@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
@@ -20,8 +20,15 @@ class RetrieverSettings(ServiceSettings):
         Path("var/qdrant"), description="Folder of the embedded Qdrant engine (qdrant-edge)."
     )
     qdrant_url: str | None = Field(
-        None, description="Qdrant server URL; when set it is used instead of the embedded engine."
+        None,
+        description=(
+            "Qdrant server URL (http://host:6333); when set it is used instead of the "
+            "embedded engine. ':memory:' or a folder runs qdrant-client's local mode "
+            "(brute force: tests only)."
+        ),
     )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key of the Qdrant server.")
+    qdrant_timeout_s: int = Field(10, ge=1, le=600, description="Qdrant server request timeout.")
     embedder_addr: str = Field("127.0.0.1:50051", description="gRPC address of the embedder.")
     embed_batch: int = Field(32, ge=1, le=256, description="Chunks embedded per embedder call.")
     chunk_min_tokens: int = Field(300, ge=16, description="Chunks are packed to at least this.")

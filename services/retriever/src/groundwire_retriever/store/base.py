@@ -1,17 +1,24 @@
 """The storage contract the retriever's logic is written against.
 
-Implementations: ``EdgeStore`` (Qdrant's engine embedded in-process). A store for a
-Qdrant server (qdrant-client) implements the same protocol.
+Implementations: ``EdgeStore`` (Qdrant's engine embedded in-process, qdrant-edge) and
+``QdrantServerStore`` (a Qdrant server through qdrant-client, or its local mode). Both
+are ``VersionedStore`` over an engine, so they share validation, visibility and fusion.
 
 Methods are synchronous and blocking; the gRPC layer calls them through
-``asyncio.to_thread``. Implementations must allow concurrent ``search`` calls from
-several threads and serialise writes themselves. Errors are raised from
+``asyncio.to_thread``. Implementations allow concurrent calls from several threads and
+serialise writes to one collection themselves. Errors are raised from
 ``groundwire_core.errors`` with messages written for the caller.
+
+Atomic replacement of a source is two calls: ``stage_source`` writes the new chunks
+where no reader sees them, ``publish_source`` switches readers from the source's old
+chunks to the new ones in one step. A full re-index writes into a new generation
+(``begin_reindex`` ... ``commit_reindex``) that replaces the whole collection at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from groundwire_retriever.domain import (
@@ -24,14 +31,34 @@ from groundwire_retriever.domain import (
 )
 
 
+@dataclass(frozen=True)
+class StagedSource:
+    """Chunks written for one source that readers do not see yet."""
+
+    collection: str
+    source_id: str
+    generation: str
+    revision: str
+    chunks: int
+
+
 class VectorStore(Protocol):
     """Collections of chunks with dense, learned-sparse and BM25 retrieval paths."""
 
-    def open(self) -> None:
-        """Open the backend and load existing collections.
+    @property
+    def engine(self) -> str:
+        """``edge`` or ``qdrant``."""
+        ...
 
-        Constructing a store must not touch disk or network; this does.
-        """
+    @property
+    def location(self) -> str:
+        """Where the data lives: a folder or a server URL."""
+        ...
+
+    def open(self) -> None:
+        """Open the backend, load existing collections and finish or undo what a
+        crash interrupted. Constructing a store must not touch disk or network; this
+        does."""
         ...
 
     def close(self) -> None:
@@ -48,7 +75,7 @@ class VectorStore(Protocol):
         ...
 
     def describe(self, name: str) -> CollectionStats:
-        """A collection's spec and size. ``NotFound`` if it does not exist."""
+        """A collection's spec and size (what readers see). ``NotFound`` if missing."""
         ...
 
     def drop_collection(self, name: str) -> None:
@@ -56,28 +83,67 @@ class VectorStore(Protocol):
         ...
 
     def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> None:
-        """Insert or replace chunks (by ``chunk_id``) with their vectors.
+        """Insert or replace ready-made chunks (by ``chunk_id``) in their sources'
+        current revisions, visible as they land (not atomic: use ``stage_source`` and
+        ``publish_source`` to replace a source).
 
         ``InvalidInput`` for a dense vector of the wrong size, a malformed chunk id or
-        sparse vector. Visible to searches once this returns.
+        sparse vector; nothing is written then.
         """
         ...
 
-    def delete_by_source(self, name: str, source_id: str) -> int:
-        """Remove every chunk of one source; returns how many were removed."""
+    def stage_source(
+        self,
+        name: str,
+        source_id: str,
+        chunks: Sequence[tuple[Chunk, ChunkVectors]],
+        *,
+        generation: str | None = None,
+    ) -> StagedSource:
+        """Write a source's complete new chunk set, invisible to readers.
+
+        ``generation`` targets a re-index under construction instead of the current
+        generation. ``InvalidInput`` as for ``upsert``, or for a chunk of another
+        source; nothing is written then.
+        """
         ...
 
-    def delete_chunks(self, name: str, chunk_ids: Sequence[str]) -> int:
-        """Remove the chunks with these ids (missing ids are ignored); returns how
-        many ids were asked for."""
+    def publish_source(self, staged: StagedSource) -> None:
+        """Switch readers to the staged chunks in one step and delete the source's
+        previous chunks. ``Unavailable`` if the collection was re-indexed meanwhile."""
+        ...
+
+    def discard_source(self, staged: StagedSource) -> None:
+        """Delete staged chunks that will not be published. Never raises for a
+        generation that is gone."""
+        ...
+
+    def delete_by_source(self, name: str, source_id: str) -> int:
+        """Remove every chunk of one source at once; returns how many were removed."""
         ...
 
     def source_hashes(self, name: str, source_id: str) -> dict[str, str]:
-        """``chunk_id -> content_hash`` of the chunks stored for one source, so that
-        a re-ingest can skip unchanged chunks and delete vanished ones."""
+        """``chunk_id -> content_hash`` of the chunks readers see for one source, so a
+        re-ingest can tell an unchanged document."""
+        ...
+
+    def begin_reindex(self, spec: CollectionSpec) -> str:
+        """Start a new generation of collection ``spec.name`` (which must exist) with
+        ``spec``; returns its id for ``stage_source``. Readers keep the current one.
+        ``AlreadyExists`` while another re-index of the collection runs."""
+        ...
+
+    def commit_reindex(self, name: str, generation: str) -> None:
+        """Switch readers to the new generation at once and delete the old one."""
+        ...
+
+    def abort_reindex(self, name: str, generation: str) -> None:
+        """Delete an unfinished generation; readers never saw it. Never raises for a
+        generation that is gone."""
         ...
 
     def search(self, name: str, query: SearchQuery) -> SearchResult:
-        """Run each requested path (filters applied inside each), fuse, and return the
-        top ``query.limit`` hits with a report per requested path."""
+        """Run each requested path (filters applied inside each), fuse, cut at
+        ``query.drop_off``, and return the top ``query.limit`` hits with a report per
+        requested path."""
         ...

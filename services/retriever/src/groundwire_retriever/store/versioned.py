@@ -1,0 +1,733 @@
+"""``VersionedStore``: the ``VectorStore`` logic on any ``Engine``, with atomic writes.
+
+Two kinds of version make writes atomic for readers:
+
+* A **revision** per source. Every point carries the payload key ``revision``. A
+  re-ingest writes the source's new chunks under a fresh revision that readers do not
+  see (it is *pending*), then switches in one step: the new revision becomes visible
+  and the source's previous revisions are *retired* (hidden), after which their
+  points are deleted. Searches exclude pending and retired revisions with one
+  ``must_not`` condition, which is absent when nothing is in flight, so steady-state
+  searches carry no extra filter.
+* A **generation** per collection. A full re-index builds a new physical collection
+  (an EdgeShard folder, or a Qdrant collection behind an alias) and switches the
+  collection to it at once; the old one serves until then, and on failure.
+
+Readers pin a *view* (the current generation and its hidden revisions) for a whole
+search, so its paths and the final payload read agree. A writer that changes what is
+visible installs a new view and waits until no reader holds an older one before it
+writes hidden points or deletes retired ones (a grace period, as in RCU). Hence a
+reader sees a source's old chunk set or its new one: never both, never neither.
+
+What must survive a crash is saved in the generation's metadata (the collection's
+JSON for the embedded engine, the Qdrant collection's metadata for a server) before
+it matters: a pending revision before its first point is written, so a killed
+ingest's points are known orphans and are deleted on open; the switch itself (the
+commit point); retired revisions until their points are gone. The current
+generation is a durable pointer (JSON written by rename, or a Qdrant alias), so a
+killed re-index leaves the old generation current and its own is removed on open.
+
+One process writes a collection at a time. The views live in that process: several
+retriever replicas on one Qdrant server would each need the others' switches before
+deleting retired points, which this store does not coordinate.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import qdrant_edge as qe
+
+from groundwire_core.errors import (
+    AlreadyExists,
+    BackendFailure,
+    GroundwireError,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+)
+from groundwire_retriever.domain import (
+    Chunk,
+    ChunkVectors,
+    CollectionSpec,
+    CollectionStats,
+    FieldFilter,
+    Hit,
+    PathReport,
+    SearchPath,
+    SearchQuery,
+    SearchResult,
+    SparseVec,
+)
+from groundwire_retriever.store.base import StagedSource
+from groundwire_retriever.store.common import (
+    PATH_ORDER,
+    REVISION_KEY,
+    SPEC_FORMAT,
+    VECTOR_NAMES,
+    Bm25Settings,
+    bm25_document_text,
+    canonical_id,
+    chunk_from_payload,
+    chunk_payload,
+    cut_drop_off,
+    dense_values,
+    fuse,
+    payload_key,
+    point_id,
+    sparse_values,
+    spec_from_json,
+    spec_to_json,
+    validate_collection_name,
+    validate_query,
+    validate_spec,
+)
+from groundwire_retriever.store.engine import Engine, PointData, StoredCollection, Where
+
+log = logging.getLogger(__name__)
+
+_REVISIONS_PER_SOURCE = 1_000  # facet limit: one normally, a few while ingests overlap
+
+
+def _new_revision() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _meta(
+    spec: CollectionSpec,
+    bm25: Bm25Settings,
+    pending: Mapping[str, str],
+    retired: Mapping[str, str],
+) -> dict[str, Any]:
+    return {
+        "format": SPEC_FORMAT,
+        **spec_to_json(spec, bm25),
+        "revisions": {"pending": dict(pending), "retired": dict(retired)},
+    }
+
+
+class _Generation:
+    """One physical collection and its revision state (guarded by the collection's
+    write lock)."""
+
+    def __init__(
+        self,
+        gid: str,
+        spec: CollectionSpec,
+        bm25_settings: Bm25Settings,
+        pending: Mapping[str, str] | None = None,
+        retired: Mapping[str, str] | None = None,
+    ) -> None:
+        self.id = gid
+        self.spec = spec
+        self.bm25_settings = bm25_settings
+        self.bm25: qe.Bm25 = bm25_settings.model()
+        self.pending: dict[str, str] = dict(pending or {})
+        """revision -> source_id: written or being written, not yet visible."""
+        self.retired: dict[str, str] = dict(retired or {})
+        """revision -> source_id: replaced, hidden, points not yet deleted."""
+
+    def meta(self) -> dict[str, Any]:
+        return _meta(self.spec, self.bm25_settings, self.pending, self.retired)
+
+    def hidden(self) -> tuple[str, ...]:
+        return tuple(sorted({*self.pending, *self.retired}))
+
+    def visible(self) -> Where:
+        hidden = self.hidden()
+        return Where(must_not=((REVISION_KEY, hidden),)) if hidden else Where()
+
+
+class _View:
+    """What readers see: a generation and the revisions hidden in it. Immutable;
+    compared by identity."""
+
+    __slots__ = ("generation", "where")
+
+    def __init__(self, generation: _Generation) -> None:
+        self.generation = generation
+        self.where = generation.visible()
+
+
+class _Collection:
+    def __init__(self, name: str, generation: _Generation) -> None:
+        self.name = name
+        self.cond = threading.Condition()
+        self.view = _View(generation)
+        self.readers: dict[_View, int] = {}
+        self.write_lock = threading.Lock()
+        self.building: _Generation | None = None
+        self.closed = False
+
+    @property
+    def current(self) -> _Generation:
+        return self.view.generation
+
+
+class VersionedStore:
+    """A ``VectorStore`` over an ``Engine``; see the module docstring for how writes
+    become visible."""
+
+    def __init__(self, engine: Engine, *, bm25: Bm25Settings | None = None) -> None:
+        self._engine = engine
+        self._bm25_settings = bm25 or Bm25Settings()
+        self._lock = threading.Lock()  # guards the dict below
+        self._catalog_lock = threading.Lock()  # serialises open, close, create, drop
+        self._collections: dict[str, _Collection] | None = None
+
+    @property
+    def engine(self) -> str:
+        return self._engine.kind
+
+    @property
+    def location(self) -> str:
+        return self._engine.location
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        with self._catalog_lock:
+            if self._collections is not None:
+                return
+            stored = self._engine.open()
+            loaded: dict[str, _Collection] = {}
+            try:
+                for name, found in sorted(stored.items()):
+                    generation = self._generation(name, found)
+                    self._recover(name, generation)
+                    loaded[name] = _Collection(name, generation)
+            except BaseException:
+                self._engine.close()
+                raise
+            with self._lock:
+                self._collections = loaded
+        log.info(
+            "%s store open at %s: %d collection(s)",
+            self._engine.kind,
+            self._engine.location,
+            len(loaded),
+        )
+
+    def close(self) -> None:
+        with self._catalog_lock:
+            with self._lock:
+                if self._collections is None:
+                    return
+                collections, self._collections = self._collections, None
+            for coll in collections.values():
+                self._shut(coll)
+            self._engine.close()
+
+    # ------------------------------------------------------------ collections
+
+    def create_collection(self, spec: CollectionSpec) -> None:
+        validate_spec(spec)
+        with self._catalog_lock:
+            with self._lock:
+                if spec.name in self._require_open():
+                    raise AlreadyExists(f"collection {spec.name!r} already exists")
+            meta = _meta(spec, self._bm25_settings, {}, {})
+            gid = self._engine.create(spec.name, spec, meta)
+            try:
+                self._engine.make_current(spec.name, gid, meta)
+            except BaseException:
+                self._drop_quietly(spec.name, gid)
+                raise
+            generation = _Generation(gid, spec, self._bm25_settings)
+            with self._lock:
+                self._require_open()[spec.name] = _Collection(spec.name, generation)
+        log.info("created collection %s (%d dims)", spec.name, spec.dense_dims)
+
+    def list_collections(self) -> list[CollectionSpec]:
+        with self._lock:
+            collections = self._require_open()
+            return [collections[name].current.spec for name in sorted(collections)]
+
+    def describe(self, name: str) -> CollectionStats:
+        with self._reading(name) as view:
+            gen = view.generation
+            chunks = self._engine.count(gen.id, view.where)
+            sources = (
+                len(self._engine.facet(gen.id, "source_id", view.where, limit=chunks))
+                if chunks
+                else 0
+            )
+        return CollectionStats(spec=gen.spec, chunks=chunks, sources=sources)
+
+    def drop_collection(self, name: str) -> None:
+        validate_collection_name(name)
+        with self._catalog_lock:
+            with self._lock:
+                coll = self._require_open().pop(name, None)
+            if coll is None:
+                raise NotFound(f"collection {name!r} does not exist")
+            self._shut(coll)
+            generations = [coll.current.id]
+            if coll.building is not None:
+                generations.append(coll.building.id)
+            self._engine.drop(name, generations)
+        log.info("dropped collection %s", name)
+
+    # ------------------------------------------------------------ writes
+
+    def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> None:
+        coll = self._get(name)
+        with self._writing(coll) as gen:
+            sources = sorted({chunk.source_id for chunk, _ in chunks if chunk.source_id})
+            revisions = self._current_revisions(gen, sources)
+            points = self._points(
+                gen, chunks, lambda source: revisions.setdefault(source, _new_revision())
+            )
+            if points:
+                self._engine.upsert(gen.id, points)
+
+    def stage_source(
+        self,
+        name: str,
+        source_id: str,
+        chunks: Sequence[tuple[Chunk, ChunkVectors]],
+        *,
+        generation: str | None = None,
+    ) -> StagedSource:
+        if not source_id:
+            raise InvalidInput("source_id must not be empty")
+        for i, (chunk, _) in enumerate(chunks):
+            if chunk.source_id != source_id:
+                raise InvalidInput(
+                    f"chunk {i} belongs to source {chunk.source_id!r}, not {source_id!r}"
+                )
+        coll = self._get(name)
+        revision = _new_revision()
+        with self._writing(coll):
+            gen = self._target(coll, generation)
+            points = self._points(gen, chunks, lambda _source: revision)
+            gen.pending[revision] = source_id
+            try:
+                # durable before the first point lands: a crash leaves known orphans
+                self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+                self._show(coll, gen)
+                if points:
+                    self._engine.upsert(gen.id, points)
+            except BaseException:
+                self._forget(coll, gen, [revision])
+                raise
+        return StagedSource(name, source_id, gen.id, revision, len(points))
+
+    def publish_source(self, staged: StagedSource) -> None:
+        coll = self._get(staged.collection)
+        with self._writing(coll):
+            gen = self._live(coll, staged.generation)
+            if gen.pending.get(staged.revision) != staged.source_id:
+                raise InvalidInput(
+                    f"nothing is staged for source {staged.source_id!r} under revision "
+                    f"{staged.revision!r} (already published or discarded)"
+                )
+            old = self._revisions_of(gen, staged.source_id)
+            del gen.pending[staged.revision]
+            gen.retired.update(dict.fromkeys(old, staged.source_id))
+            try:
+                self._engine.save_meta(staged.collection, gen.id, gen.meta(), durable=True)
+            except BaseException:
+                gen.pending[staged.revision] = staged.source_id
+                for revision in old:
+                    gen.retired.pop(revision, None)
+                raise
+            self._show(coll, gen)  # the switch: waits for readers of the old view
+            self._purge(coll, gen)
+
+    def discard_source(self, staged: StagedSource) -> None:
+        coll = self._find(staged.collection)
+        if coll is None:
+            return
+        with coll.write_lock:
+            if coll.closed:
+                return
+            for gen in (coll.current, coll.building):
+                if gen is not None and gen.id == staged.generation:
+                    if staged.revision in gen.pending:
+                        self._forget(coll, gen, [staged.revision])
+                    return
+
+    def delete_by_source(self, name: str, source_id: str) -> int:
+        coll = self._get(name)
+        if not source_id:
+            raise InvalidInput("source_id must not be empty")
+        with self._writing(coll) as gen:
+            old = self._revisions_of(gen, source_id)
+            removed = sum(old.values())
+            if not removed:
+                return 0
+            gen.retired.update(dict.fromkeys(old, source_id))
+            self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+            self._show(coll, gen)
+            self._purge(coll, gen)
+        return removed
+
+    def source_hashes(self, name: str, source_id: str) -> dict[str, str]:
+        if not source_id:
+            raise InvalidInput("source_id must not be empty")
+        with self._reading(name) as view:
+            rows = self._engine.scroll(
+                view.generation.id,
+                view.where.also("source_id", [source_id]),
+                ["chunk_id", "content_hash"],
+            )
+        return {str(p.get("chunk_id") or pid): str(p.get("content_hash", "")) for pid, p in rows}
+
+    # ------------------------------------------------------------ full re-index
+
+    def begin_reindex(self, spec: CollectionSpec) -> str:
+        validate_spec(spec)
+        coll = self._get(spec.name)
+        with self._writing(coll):
+            if coll.building is not None:
+                raise AlreadyExists(f"a full re-index of collection {spec.name!r} is running")
+            meta = _meta(spec, self._bm25_settings, {}, {})
+            gid = self._engine.create(spec.name, spec, meta)
+            coll.building = _Generation(gid, spec, self._bm25_settings)
+        log.info("collection %s: building generation %s", spec.name, gid)
+        return gid
+
+    def commit_reindex(self, name: str, generation: str) -> None:
+        coll = self._get(name)
+        with self._writing(coll) as old:
+            gen = coll.building
+            if gen is None or gen.id != generation:
+                raise NotFound(f"no re-index {generation!r} of collection {name!r} is running")
+            if gen.pending:  # staged and never published: not part of the new generation
+                self._forget(coll, gen, list(gen.pending))
+            self._purge(coll, gen)
+            self._engine.make_current(name, gen.id, gen.meta())  # the commit point
+            coll.building = None
+            self._install(coll, gen, wait=True)
+            self._drop_quietly(name, old.id)
+        log.info("collection %s: switched to generation %s", name, generation)
+
+    def abort_reindex(self, name: str, generation: str) -> None:
+        coll = self._find(name)
+        if coll is None:
+            return
+        with coll.write_lock:
+            gen = coll.building
+            if coll.closed or gen is None or gen.id != generation:
+                return
+            coll.building = None
+            self._drop_quietly(name, gen.id)
+        log.info("collection %s: abandoned generation %s", name, generation)
+
+    # ------------------------------------------------------------ search
+
+    def search(self, name: str, query: SearchQuery) -> SearchResult:
+        validate_query(query)
+        ranked: dict[SearchPath, list[tuple[str, float]]] = {}
+        reports: list[PathReport] = []
+        with self._reading(name) as view:
+            gen = view.generation
+            where = Where(self._user_filter(gen.spec, query.filters), view.where.must_not)
+            for path in PATH_ORDER:
+                if path not in query.paths:
+                    continue
+                request = self._path_vector(gen, path, query)
+                if isinstance(request, str):
+                    reports.append(PathReport(path, ms=0.0, hits=0, skipped=True, reason=request))
+                    continue
+                vector, threshold = request
+                started = time.perf_counter()
+                found = self._engine.query(
+                    gen.id,
+                    VECTOR_NAMES[path],
+                    vector,
+                    limit=query.path_limit,
+                    where=where,
+                    score_threshold=threshold,
+                )
+                ms = (time.perf_counter() - started) * 1000.0
+                ranked[path] = found
+                reports.append(PathReport(path, ms=ms, hits=len(found)))
+            fused = fuse(
+                ranked,
+                fusion=query.fusion,
+                rrf_k=query.rrf_k,
+                weights=query.weights,
+                limit=query.limit,
+            )
+            fused = cut_drop_off(fused, query.drop_off)
+            payloads = self._engine.retrieve(gen.id, [f.point_id for f in fused]) if fused else {}
+        hits = tuple(
+            Hit(
+                chunk=chunk_from_payload(f.point_id, payloads[f.point_id]),
+                score=f.score,
+                path_ranks=f.ranks,
+                path_scores=f.scores,
+            )
+            for f in fused
+            if f.point_id in payloads
+        )
+        return SearchResult(hits=hits, paths=tuple(reports))
+
+    # ------------------------------------------------------------ internals: state
+
+    def _require_open(self) -> dict[str, _Collection]:
+        if self._collections is None:
+            raise Unavailable("the vector store is not open", dependency=self._engine.dependency)
+        return self._collections
+
+    def _find(self, name: str) -> _Collection | None:
+        with self._lock:
+            return None if self._collections is None else self._collections.get(name)
+
+    def _get(self, name: str) -> _Collection:
+        validate_collection_name(name)
+        with self._lock:
+            coll = self._require_open().get(name)
+        if coll is None:
+            raise NotFound(f"collection {name!r} does not exist")
+        return coll
+
+    @contextmanager
+    def _reading(self, name: str) -> Iterator[_View]:
+        coll = self._get(name)
+        with coll.cond:
+            if coll.closed:
+                raise NotFound(f"collection {name!r} does not exist")
+            view = coll.view
+            coll.readers[view] = coll.readers.get(view, 0) + 1
+        try:
+            yield view
+        finally:
+            with coll.cond:
+                left = coll.readers[view] - 1
+                if left:
+                    coll.readers[view] = left
+                else:
+                    del coll.readers[view]
+                    coll.cond.notify_all()
+
+    @contextmanager
+    def _writing(self, coll: _Collection) -> Iterator[_Generation]:
+        with coll.write_lock:
+            if coll.closed:
+                raise NotFound(f"collection {coll.name!r} does not exist")
+            yield coll.current
+
+    @staticmethod
+    def _install(coll: _Collection, gen: _Generation, *, wait: bool) -> None:
+        """Make ``gen`` with its current hidden revisions what new readers see; with
+        ``wait``, return once no reader holds an older view."""
+        view = _View(gen)
+        with coll.cond:
+            coll.view = view
+            if wait:
+                while any(v is not view for v in coll.readers):
+                    coll.cond.wait()
+
+    def _show(self, coll: _Collection, gen: _Generation, *, wait: bool = True) -> None:
+        if gen is coll.current:
+            self._install(coll, gen, wait=wait)
+
+    @staticmethod
+    def _shut(coll: _Collection) -> None:
+        with coll.write_lock, coll.cond:
+            coll.closed = True
+            while coll.readers:
+                coll.cond.wait()
+
+    def _target(self, coll: _Collection, generation: str | None) -> _Generation:
+        if generation is None or generation == coll.current.id:
+            return coll.current
+        if coll.building is not None and coll.building.id == generation:
+            return coll.building
+        raise NotFound(f"no re-index {generation!r} of collection {coll.name!r} is running")
+
+    @staticmethod
+    def _live(coll: _Collection, generation: str) -> _Generation:
+        for gen in (coll.current, coll.building):
+            if gen is not None and gen.id == generation:
+                return gen
+        raise Unavailable(
+            f"collection {coll.name!r} was re-indexed while this source was being written; "
+            "ingest it again"
+        )
+
+    def _generation(self, name: str, found: StoredCollection) -> _Generation:
+        try:
+            spec, settings = spec_from_json(found.meta)
+            revisions = found.meta.get("revisions") or {}
+            pending = {str(k): str(v) for k, v in (revisions.get("pending") or {}).items()}
+            retired = {str(k): str(v) for k, v in (revisions.get("retired") or {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.exception("unreadable metadata of collection %s", name)
+            raise BackendFailure(
+                f"collection {name!r} has unreadable metadata", dependency=self._engine.dependency
+            ) from None
+        if spec.name != name:
+            raise BackendFailure(
+                f"collection {name!r} holds the spec of {spec.name!r}",
+                dependency=self._engine.dependency,
+            )
+        return _Generation(found.generation, spec, settings, pending, retired)
+
+    def _recover(self, name: str, gen: _Generation) -> None:
+        """Delete the points of revisions a crash left pending (an ingest that never
+        switched) or retired (a switch whose cleanup never ran)."""
+        stale = sorted({*gen.pending, *gen.retired})
+        if not stale:
+            return
+        self._engine.delete(gen.id, Where(must=((REVISION_KEY, tuple(stale)),)))
+        gen.pending.clear()
+        gen.retired.clear()
+        self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+        log.warning(
+            "collection %s: removed %d revision(s) left by an interrupted ingest", name, len(stale)
+        )
+
+    def _forget(self, coll: _Collection, gen: _Generation, revisions: Sequence[str]) -> None:
+        """Delete pending revisions' points, then stop hiding them. Logs failures: the
+        revisions stay pending (hidden) and are removed on the next open."""
+        try:
+            self._engine.delete(gen.id, Where(must=((REVISION_KEY, tuple(revisions)),)))
+            for revision in revisions:
+                gen.pending.pop(revision, None)
+            self._engine.save_meta(coll.name, gen.id, gen.meta(), durable=False)
+        except GroundwireError:
+            log.exception("collection %s: could not remove staged revisions", coll.name)
+        self._show(coll, gen, wait=False)
+
+    def _purge(self, coll: _Collection, gen: _Generation) -> None:
+        """Delete every retired revision's points, then stop hiding them. Logs
+        failures: they stay hidden and are retried by the next purge or open."""
+        if not gen.retired:
+            return
+        revisions = tuple(sorted(gen.retired))
+        try:
+            self._engine.delete(gen.id, Where(must=((REVISION_KEY, revisions),)))
+            for revision in revisions:
+                gen.retired.pop(revision, None)
+            self._engine.save_meta(coll.name, gen.id, gen.meta(), durable=False)
+        except GroundwireError:
+            log.exception("collection %s: could not delete replaced chunks", coll.name)
+        self._show(coll, gen, wait=False)
+
+    def _drop_quietly(self, name: str, generation: str) -> None:
+        try:
+            self._engine.drop_generation(name, generation)
+        except GroundwireError:
+            log.exception("collection %s: generation %s left behind", name, generation)
+
+    def _current_revisions(self, gen: _Generation, sources: Sequence[str]) -> dict[str, str]:
+        """Each listed source's visible revision (its most common one, should a source
+        have several); sources with no chunks are left out. One read for all."""
+        if not sources:
+            return {}
+        counts: dict[str, dict[str, int]] = {}
+        rows = self._engine.scroll(
+            gen.id, gen.visible().also("source_id", sources), ["source_id", REVISION_KEY]
+        )
+        for _, payload in rows:
+            per_source = counts.setdefault(str(payload.get("source_id", "")), {})
+            revision = str(payload.get(REVISION_KEY, ""))
+            per_source[revision] = per_source.get(revision, 0) + 1
+        return {source: max(revs, key=lambda r: (revs[r], r)) for source, revs in counts.items()}
+
+    def _revisions_of(self, gen: _Generation, source_id: str) -> dict[str, int]:
+        """The source's visible revisions with their point counts (one, normally)."""
+        return self._engine.facet(
+            gen.id,
+            REVISION_KEY,
+            gen.visible().also("source_id", [source_id]),
+            limit=_REVISIONS_PER_SOURCE,
+        )
+
+    # ------------------------------------------------------------ internals: points
+
+    @staticmethod
+    def _points(
+        gen: _Generation,
+        chunks: Sequence[tuple[Chunk, ChunkVectors]],
+        revision_of: Callable[[str], str],
+    ) -> list[PointData]:
+        spec = gen.spec
+        points: list[PointData] = []
+        for i, (chunk, vectors) in enumerate(chunks):
+            where = f"chunk {i}"
+            chunk_id = canonical_id(chunk.chunk_id, where)
+            if not chunk.source_id:
+                raise InvalidInput(f"{where} ({chunk_id}) has an empty source_id")
+            if vectors.dense is None:
+                raise InvalidInput(
+                    f"{where} ({chunk_id}) has no dense vector; collection {spec.name!r} "
+                    f"expects {spec.dense_dims} dimensions"
+                )
+            dense = dense_values(
+                vectors.dense, spec.dense_dims, f"the dense vector of {where} ({chunk_id})"
+            )
+            sparse: SparseVec | None = None
+            if vectors.sparse is not None:
+                if not spec.learned_sparse:
+                    raise InvalidInput(
+                        f"{where} ({chunk_id}) has a sparse vector but collection "
+                        f"{spec.name!r} was created without learned sparse vectors"
+                    )
+                sparse = sparse_values(vectors.sparse, f"the sparse vector of {where} ({chunk_id})")
+            bm25: SparseVec | None = None
+            if spec.bm25:
+                embedded = gen.bm25.embed_document(bm25_document_text(chunk))
+                if embedded.indices:
+                    bm25 = SparseVec(tuple(embedded.indices), tuple(embedded.values))
+            revision = revision_of(chunk.source_id)
+            payload = chunk_payload(chunk, chunk_id)
+            payload[REVISION_KEY] = revision
+            points.append(PointData(point_id(chunk_id, revision), dense, sparse, bm25, payload))
+        return points
+
+    @staticmethod
+    def _user_filter(
+        spec: CollectionSpec, filters: Sequence[FieldFilter]
+    ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        conditions: list[tuple[str, tuple[str, ...]]] = []
+        for f in filters:
+            if f.field not in spec.filterable:
+                allowed = ", ".join(spec.filterable) or "none"
+                raise InvalidInput(
+                    f"collection {spec.name!r} cannot filter on {f.field!r}; "
+                    f"filterable fields: {allowed}"
+                )
+            if not f.any_of:
+                raise InvalidInput(f"the filter on {f.field!r} lists no values")
+            conditions.append((payload_key(f.field), tuple(f.any_of)))
+        return tuple(conditions)
+
+    @staticmethod
+    def _path_vector(
+        gen: _Generation, path: SearchPath, query: SearchQuery
+    ) -> tuple[list[float] | SparseVec, float | None] | str:
+        """The query vector and score threshold of one path, or why it is skipped."""
+        spec = gen.spec
+        if path is SearchPath.DENSE:
+            if query.dense is None:
+                return "the query has no dense vector"
+            dense = dense_values(query.dense, spec.dense_dims, "the dense query vector")
+            return dense, query.dense_floor
+        if path is SearchPath.SPARSE:
+            if not spec.learned_sparse:
+                return f"collection {spec.name!r} has no learned sparse vectors"
+            if query.sparse is None:
+                return "the query has no sparse vector"
+            sparse = sparse_values(query.sparse, "the sparse query vector")
+            if sparse is None:
+                return "the query's sparse vector is empty"
+            return sparse, None
+        if not spec.bm25:
+            return f"collection {spec.name!r} has no BM25 index"
+        if not query.text.strip():
+            return "the query has no text"
+        embedded = gen.bm25.embed_query(query.text)
+        if not embedded.indices:
+            return "the query text has no searchable terms (only stop words)"
+        return SparseVec(tuple(embedded.indices), tuple(embedded.values)), None
