@@ -158,12 +158,13 @@ class RetrieverCore:
         if full_reindex:
             spec = await self._next_spec(spec)
             generation = await asyncio.to_thread(self._store.begin_reindex, spec)
+        policy = await self._policy_for_model()
         outcomes: list[DocumentOutcome] = []
         written = 0
         try:
             for done, doc in enumerate(documents, start=1):
                 try:
-                    outcome = await self._ingest_one(spec, doc, generation)
+                    outcome = await self._ingest_one(spec, doc, generation, policy)
                 except InvalidInput as error:
                     outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
                 if outcome.status == "ingested":
@@ -191,10 +192,27 @@ class RetrieverCore:
             embedder_model=info.model_id,
         )
 
+    async def _policy_for_model(self) -> ChunkingPolicy:
+        """The chunking policy capped at what the embedder reads: text past its
+        max_tokens would be stored and shown but never embedded (MiniLM reads 256)."""
+        max_tokens = (await self._embedder.info()).max_tokens or self._policy.max_tokens
+        if max_tokens >= self._policy.max_tokens:
+            return self._policy
+        return replace(
+            self._policy,
+            max_tokens=max_tokens,
+            min_tokens=min(self._policy.min_tokens, max_tokens // 2),
+            overlap_tokens=min(self._policy.overlap_tokens, max_tokens // 8),
+        )
+
     async def _ingest_one(
-        self, spec: CollectionSpec, doc: DocumentInput, generation: str | None
+        self,
+        spec: CollectionSpec,
+        doc: DocumentInput,
+        generation: str | None,
+        policy: ChunkingPolicy,
     ) -> DocumentOutcome:
-        chunks = await prepare_chunks(doc, self._policy, count_tokens=self._embedder.count_tokens)
+        chunks = await prepare_chunks(doc, policy, count_tokens=self._embedder.count_tokens)
         if generation is None:
             stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
             if stored == {c.chunk_id: c.content_hash for c in chunks}:
