@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, build the offline model, run the local cluster, ingest, search
 #   make test   set up, lint, run every test
-.PHONY: setup model demo up test lint protos clean
+.PHONY: setup system-deps model demo up test lint protos openapi clean
 
 VENV := .venv/bin
 MODEL := var/models/minilm
@@ -20,15 +20,22 @@ demo: model
 up: model
 	$(VENV)/groundwire up
 
+# redis-server and chromium: the tests drive them for real (apt, as root or via sudo)
+system-deps:
+	@bash scripts/ci_system_deps.sh
+
 lint: setup
 	$(VENV)/ruff check .
 	$(VENV)/mypy libs/core/src/groundwire_core services/*/src cli/src
 
-test: lint
+test: system-deps lint
 	$(VENV)/pytest
 
 protos: setup
 	PYTHON=$(VENV)/python scripts/gen_protos.sh
+
+openapi: setup
+	$(VENV)/python -m groundwire_gateway.openapi
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

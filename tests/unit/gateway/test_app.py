@@ -1,15 +1,16 @@
 """The gateway's HTTP layer against an injected fake upstream: validation at the
-edge, the one error table to HTTP, request ids, body limits and /v1/health."""
+edge, the one error table to HTTP, request ids, body limits and /v1/health.
+
+``upstream`` (FakeUpstream) and ``make_client`` come from conftest.py."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
 
-from groundwire_core.context import current_request_id
 from groundwire_core.errors import (
     BackendFailure,
     DeadlineExceeded,
@@ -20,68 +21,16 @@ from groundwire_core.errors import (
     Unavailable,
 )
 from groundwire_gateway import models
-from groundwire_gateway.app import create_app
-from groundwire_gateway.settings import GatewaySettings
-from groundwire_gateway.upstream import Upstream
 
 MAX_BODY = 200_000
-SERVING = models.DependencyOut(status="serving", target="127.0.0.1:1")
 NOT_SERVING = models.DependencyOut(status="not_serving", target="127.0.0.1:2", message="down")
 DISABLED = models.DependencyOut(status="disabled")
 
 
-class FakeUpstream:
-    """Answers search with one result, or raises ``error``; health returns ``deps``."""
-
-    def __init__(self) -> None:
-        self.error: BaseException | None = None
-        self.calls: list[tuple[models.SearchBody, str, str]] = []
-        self.deps: dict[str, models.DependencyOut] = {
-            name: SERVING for name in ("orchestrator", "retriever", "embedder", "reranker")
-        }
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    async def search(
-        self, body: models.SearchBody, collection: str
-    ) -> tuple[list[models.SearchResult], list[models.StageOut]]:
-        self.calls.append((body, collection, current_request_id()))
-        if self.error is not None:
-            raise self.error
-        result = models.SearchResult(
-            rank=1,
-            score=0.9,
-            chunk_id="c1",
-            source_id="s1",
-            title="Guide",
-            heading_path=["Guide", "Install"],
-            url="https://example.com",
-            text="Run it.",
-        )
-        return [result], [models.StageOut(name="retrieve", ms=1.5, fallback=False)]
-
-    async def health(self) -> dict[str, models.DependencyOut]:
-        return dict(self.deps)
-
-
 @pytest.fixture
-def upstream() -> FakeUpstream:
-    return FakeUpstream()
-
-
-@pytest.fixture
-async def client(upstream: FakeUpstream) -> AsyncIterator[httpx.AsyncClient]:
-    settings = GatewaySettings(max_body_bytes=MAX_BODY, default_collection="docs")
-    app = create_app(settings, cast(Upstream, upstream))
-    # An unhandled exception is answered with a 500 and then re-raised to the server
-    # (Starlette's ServerErrorMiddleware); the test looks at the response.
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
-        yield c
+def client(make_client: Any) -> httpx.AsyncClient:
+    client: httpx.AsyncClient = make_client(max_body_bytes=MAX_BODY, default_collection="docs")
+    return client
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:
@@ -94,7 +43,7 @@ def _error(response: httpx.Response) -> dict[str, Any]:
     return error
 
 
-async def test_search_answers(client: httpx.AsyncClient, upstream: FakeUpstream) -> None:
+async def test_search_answers(client: httpx.AsyncClient, upstream: Any) -> None:
     response = await client.post(
         "/v1/search", json={"query": "install", "limit": 3}, headers={"x-request-id": "rid-ok"}
     )
@@ -115,7 +64,7 @@ async def test_search_answers(client: httpx.AsyncClient, upstream: FakeUpstream)
 
 
 async def test_search_passes_collection_and_filters(
-    client: httpx.AsyncClient, upstream: FakeUpstream
+    client: httpx.AsyncClient, upstream: Any
 ) -> None:
     response = await client.post(
         "/v1/search",
@@ -168,7 +117,7 @@ BIG = "needle " * 15_000  # about 100 KB, under the body limit
     ],
 )
 async def test_invalid_bodies_are_422(
-    client: httpx.AsyncClient, upstream: FakeUpstream, payload: dict[str, Any], where: str
+    client: httpx.AsyncClient, upstream: Any, payload: dict[str, Any], where: str
 ) -> None:
     response = await client.post("/v1/search", json=payload)
     assert response.status_code == 422
@@ -202,7 +151,7 @@ async def test_malformed_json_is_422(client: httpx.AsyncClient) -> None:
 )
 async def test_upstream_errors_map_to_http(
     client: httpx.AsyncClient,
-    upstream: FakeUpstream,
+    upstream: Any,
     error: GroundwireError,
     status: int,
     code: str,
@@ -219,16 +168,14 @@ async def test_upstream_errors_map_to_http(
     assert "retry-after" not in response.headers
 
 
-async def test_unavailable_names_the_dependency(
-    client: httpx.AsyncClient, upstream: FakeUpstream
-) -> None:
+async def test_unavailable_names_the_dependency(client: httpx.AsyncClient, upstream: Any) -> None:
     upstream.error = Unavailable("embedder is unavailable", dependency="embedder")
     response = await client.post("/v1/search", json={"query": "q"})
     assert response.status_code == 503
     assert _error(response)["dependency"] == "embedder"
 
 
-async def test_not_found_is_404(client: httpx.AsyncClient, upstream: FakeUpstream) -> None:
+async def test_not_found_is_404(client: httpx.AsyncClient, upstream: Any) -> None:
     upstream.error = NotFound("no collection 'nope'")
     response = await client.post("/v1/search", json={"query": "q", "collection": "nope"})
     assert response.status_code == 404
@@ -239,7 +186,7 @@ async def test_not_found_is_404(client: httpx.AsyncClient, upstream: FakeUpstrea
 
 @pytest.mark.parametrize(("retry_after_s", "header"), [(2, "2"), (0.2, "1"), (30.0, "30")])
 async def test_overloaded_is_429_with_retry_after(
-    client: httpx.AsyncClient, upstream: FakeUpstream, retry_after_s: float, header: str
+    client: httpx.AsyncClient, upstream: Any, retry_after_s: float, header: str
 ) -> None:
     upstream.error = Overloaded(
         "the reranker is busy", retry_after_s=retry_after_s, dependency="reranker"
@@ -252,7 +199,7 @@ async def test_overloaded_is_429_with_retry_after(
 
 
 async def test_unexpected_error_is_500_without_internals(
-    client: httpx.AsyncClient, upstream: FakeUpstream
+    client: httpx.AsyncClient, upstream: Any
 ) -> None:
     upstream.error = RuntimeError("secret")
     response = await client.post("/v1/search", json={"query": "q"})
@@ -265,7 +212,7 @@ async def test_unexpected_error_is_500_without_internals(
 
 
 async def test_unexpected_error_keeps_the_request_id(
-    client: httpx.AsyncClient, upstream: FakeUpstream
+    client: httpx.AsyncClient, upstream: Any
 ) -> None:
     upstream.error = RuntimeError("secret")
     response = await client.post(
@@ -276,9 +223,7 @@ async def test_unexpected_error_keeps_the_request_id(
     assert response.headers.get("x-request-id") == "rid-500"
 
 
-async def test_body_over_the_limit_is_413(
-    client: httpx.AsyncClient, upstream: FakeUpstream
-) -> None:
+async def test_body_over_the_limit_is_413(client: httpx.AsyncClient, upstream: Any) -> None:
     payload = {"query": "q", "unknown": "z" * (MAX_BODY + 1)}
     response = await client.post("/v1/search", json=payload, headers={"x-request-id": "big"})
     assert response.status_code == 413
@@ -290,9 +235,7 @@ async def test_body_over_the_limit_is_413(
     assert upstream.calls == []
 
 
-async def test_chunked_body_over_the_limit_is_413(
-    client: httpx.AsyncClient, upstream: FakeUpstream
-) -> None:
+async def test_chunked_body_over_the_limit_is_413(client: httpx.AsyncClient, upstream: Any) -> None:
     # No content-length: the limit must hold for the bytes actually received.
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"query": "'
@@ -349,7 +292,21 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"
-    assert set(body["dependencies"]) == {"orchestrator", "retriever", "embedder", "reranker"}
+    assert set(body["dependencies"]) == {
+        "orchestrator",
+        "retriever",
+        "embedder",
+        "reranker",
+        "redis",
+    }
+    # no Redis URL: the limits run in process, and health says so
+    assert body["dependencies"]["redis"]["status"] == "disabled"
+    assert body["limits"] == {
+        "backend": "in_process",
+        "policy": "open",
+        "state": "ok",
+        "message": "",
+    }
 
 
 @pytest.mark.parametrize(
@@ -366,7 +323,7 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
 )
 async def test_health_status(
     client: httpx.AsyncClient,
-    upstream: FakeUpstream,
+    upstream: Any,
     changes: dict[str, models.DependencyOut | None],
     http_status: int,
     status: str,
@@ -380,7 +337,7 @@ async def test_health_status(
     assert response.status_code == http_status
     body = response.json()
     assert body["status"] == status
-    assert set(body["dependencies"]) == set(upstream.deps)
+    assert set(body["dependencies"]) == set(upstream.deps) | {"redis"}
     if "embedder" in upstream.deps:
         assert body["dependencies"]["embedder"]["status"] == upstream.deps["embedder"].status
 

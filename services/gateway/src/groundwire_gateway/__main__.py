@@ -24,6 +24,9 @@ async def _serve(settings: GatewaySettings) -> None:
         log_config=None,  # keep our log format (request and trace ids)
         timeout_graceful_shutdown=int(settings.shutdown_grace_s),
         access_log=False,
+        # X-Forwarded-For decides the client address (rate limits) only from these
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -1,4 +1,5 @@
-"""The gateway's ASGI app: routes, validation at the edge, errors mapped once."""
+"""The gateway's ASGI app: routes, validation at the edge, errors mapped once,
+metrics, and the web page."""
 
 from __future__ import annotations
 
@@ -10,33 +11,84 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 from opentelemetry import trace
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from groundwire_core.context import REQUEST_ID_HEADER, current_request_id, request_scope
+from groundwire_core.context import REQUEST_ID_HEADER, request_scope
 from groundwire_core.errors import GroundwireError
 from groundwire_gateway import models
-from groundwire_gateway.errors import error_body, error_response
+from groundwire_gateway.auth import Authenticator
+from groundwire_gateway.catalog import Catalog
+from groundwire_gateway.errors import (
+    FRAMEWORK_CODES,
+    QuotaExceeded,
+    RateLimited,
+    TokenBudgetExceeded,
+    TooManyInflight,
+    error_body,
+    error_response,
+)
+from groundwire_gateway.limits import Limiter
+from groundwire_gateway.metrics import GatewayMetrics
+from groundwire_gateway.routes import admin, chat, search, system
 from groundwire_gateway.settings import GatewaySettings
+from groundwire_gateway.state import GatewayState, UpstreamApi
 from groundwire_gateway.upstream import Upstream
 
 log = logging.getLogger("groundwire.gateway")
 tracer = trace.get_tracer("groundwire.gateway")
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": models.ErrorResponse} for code in (404, 413, 422, 429, 500, 502, 503, 504)
-}
+VERSION = "0.1.0"
+LIMIT_REJECTIONS = (RateLimited, QuotaExceeded, TokenBudgetExceeded, TooManyInflight)
+UPLOAD_SUFFIX = "/files"
+# Schemas only referenced from hand-written parts of the document (the SSE payloads).
+EXTRA_SCHEMAS: tuple[type[BaseModel], ...] = (
+    models.RetrievalEvent,
+    models.DeltaEvent,
+    models.ResetEvent,
+    models.CitationsEvent,
+    models.StagesEvent,
+    models.DoneEvent,
+    models.ErrorEvent,
+    models.ChatCompletionChunk,
+    models.ErrorResponse,
+)
+
+
+def route_label(scope: Scope) -> str:
+    """The route template (bounded label cardinality), or "unmatched"."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
 
 
 class RequestContextMiddleware:
     """Per request: a request id (the caller's or a new one), the deadline, a span,
-    and the body size limit — before any route runs."""
+    the body size limit, and the request metrics — before any route runs."""
 
-    def __init__(self, app: ASGIApp, settings: GatewaySettings) -> None:
+    def __init__(self, app: ASGIApp, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
         self._app = app
         self._settings = settings
+        self._metrics = metrics
+
+    def _timeout_s(self, path: str) -> float:
+        if path.startswith("/v1/chat"):
+            return self._settings.chat_timeout_s
+        if path.startswith("/v1/admin/"):
+            return self._settings.admin_timeout_s
+        return self._settings.request_timeout_s
+
+    def _body_limit(self, path: str) -> int:
+        if path.startswith("/v1/admin/") and path.endswith(UPLOAD_SUFFIX):
+            return self._settings.max_upload_bytes
+        return self._settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,7 +97,8 @@ class RequestContextMiddleware:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         incoming = headers.get(REQUEST_ID_HEADER, "")
         rid = incoming if 0 < len(incoming) <= 64 and incoming.isprintable() else None
-        with request_scope(rid, self._settings.request_timeout_s) as request_id:
+        path: str = scope.get("path", "")
+        with request_scope(rid, self._timeout_s(path)) as request_id:
             status = 0
 
             async def send_with_id(message: Message) -> None:
@@ -56,49 +109,68 @@ class RequestContextMiddleware:
                     message["headers"].append((REQUEST_ID_HEADER.encode(), request_id.encode()))
                 await send(message)
 
-            limit = self._settings.max_body_bytes
-            length = headers.get("content-length", "0")
-            if length.isdigit() and int(length) > limit:
-                response = JSONResponse(
-                    error_body(
-                        "payload_too_large", f"the body has {length} bytes; the limit is {limit}"
-                    ),
-                    status_code=413,
-                )
-                await response(scope, receive, send_with_id)
-                return
-            received = 0
-
-            async def limited_receive() -> Message:
-                # a chunked body has no content-length: count what actually arrives
-                nonlocal received
-                message = await receive()
-                if message["type"] == "http.request":
-                    received += len(message.get("body", b""))
-                    if received > limit:
-                        raise StarletteHTTPException(
-                            413, f"the body exceeds the limit of {limit} bytes"
-                        )
-                return message
-
-            name = f"{scope.get('method', '')} {scope.get('path', '')}"
+            method = scope.get("method", "")
+            name = f"{method} {path}"
             started = time.perf_counter()
-            with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER) as span:
-                span.set_attribute("groundwire.request_id", request_id)
-                try:
-                    await self._app(scope, limited_receive, send_with_id)
-                except Exception:
-                    # Here, not in Starlette's outermost handler, so that the 500 still
-                    # carries the request id; the traceback goes to the log only.
-                    log.exception("unhandled error on %s", name)
-                    if status == 0:
-                        response = JSONResponse(
-                            error_body("internal", "internal error"), status_code=500
-                        )
-                        await response(scope, receive, send_with_id)
-                finally:
-                    span.set_attribute("http.response.status_code", status)
-                    log.info("%s %d %.1fms", name, status, (time.perf_counter() - started) * 1e3)
+            limit = self._body_limit(path)
+            length = headers.get("content-length", "0")
+            try:
+                if length.isdigit() and int(length) > limit:
+                    response = JSONResponse(
+                        error_body(
+                            "payload_too_large",
+                            f"the body has {length} bytes; the limit is {limit}",
+                        ),
+                        status_code=413,
+                    )
+                    await response(scope, receive, send_with_id)
+                    return
+                received = 0
+
+                async def limited_receive() -> Message:
+                    # a chunked body has no content-length: count what actually arrives
+                    nonlocal received
+                    message = await receive()
+                    if message["type"] == "http.request":
+                        received += len(message.get("body", b""))
+                        if received > limit:
+                            raise StarletteHTTPException(
+                                413, f"the body exceeds the limit of {limit} bytes"
+                            )
+                    return message
+
+                with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER) as span:
+                    span.set_attribute("groundwire.request_id", request_id)
+                    try:
+                        await self._app(scope, limited_receive, send_with_id)
+                    except Exception:
+                        # Here, not in Starlette's outermost handler, so that the 500 still
+                        # carries the request id; the traceback goes to the log only.
+                        log.exception("unhandled error on %s", name)
+                        if status == 0:
+                            response = JSONResponse(
+                                error_body("internal", "internal error"), status_code=500
+                            )
+                            await response(scope, receive, send_with_id)
+                    finally:
+                        span.set_attribute("http.response.status_code", status)
+            finally:
+                elapsed = time.perf_counter() - started
+                route = route_label(scope)
+                self._metrics.requests.labels(route, method, str(status)).inc()
+                self._metrics.latency.labels(route, method).observe(elapsed)
+                log.info("%s %d %.1fms", name, status, elapsed * 1e3)
+
+
+def _allowed_methods(app: Any, scope: Scope) -> list[str]:
+    """Every method some route serves at this path (Starlette's own 405 names only
+    the first route that matched the path)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(scope)[0] != Match.NONE:
+            methods |= route_methods
+    return sorted(methods)
 
 
 def _validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
@@ -109,27 +181,86 @@ def _validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def create_app(settings: GatewaySettings, upstream: Upstream | None = None) -> FastAPI:
-    """The gateway app; ``upstream`` is injectable for tests of the HTTP layer."""
-    up = upstream or Upstream(settings)
+class GatewayApp(FastAPI):
+    """FastAPI with the SSE payload schemas added to the generated OpenAPI document."""
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema:
+            return self.openapi_schema
+        schema = get_openapi(
+            title=self.title,
+            version=self.version,
+            summary=self.summary,
+            description=self.description,
+            routes=self.routes,
+        )
+        _, extra = models_json_schema(
+            [(m, "serialization") for m in EXTRA_SCHEMAS],
+            ref_template="#/components/schemas/{model}",
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, definition in extra.get("$defs", {}).items():
+            components.setdefault(name, definition)
+        self.openapi_schema = schema
+        return schema
+
+
+DESCRIPTION = """\
+Grounded, cited answers and ranked search over your documents.
+
+**Errors** are always JSON: `{"error": {"code", "message", "request_id", "dependency"?}}`.
+**Limits** (chat and search, in this order, before any model work): a sliding-window
+rate limit per client (IP or API key), a site-wide daily quota, a per-tenant daily
+token budget (approximate: 4 characters per token), and a cap on chats in flight; a
+refusal is 429 with `Retry-After` and a code (`rate_limited`, `quota_exceeded`,
+`token_budget_exceeded`, `too_many_inflight`). Rejected requests count against nothing.
+**API keys**: `Authorization: Bearer <key>` or `X-API-Key`; required on `/v1/admin/*`.
+"""
+
+
+def create_app(
+    settings: GatewaySettings,
+    upstream: UpstreamApi | None = None,
+    limiter: Limiter | None = None,
+) -> FastAPI:
+    """The gateway app; ``upstream`` and ``limiter`` are injectable for tests."""
+    up: UpstreamApi = upstream or Upstream(settings)
+    metrics = GatewayMetrics()
+    limits = limiter or Limiter(settings, on_redis_failure=metrics.redis_failures.inc)
+    state = GatewayState(
+        settings=settings,
+        upstream=up,
+        limiter=limits,
+        catalog=Catalog(up.list_collections, up.describe_collection, settings.collection_cache_s),
+        auth=Authenticator(settings),
+        metrics=metrics,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await up.start()
+        await limits.start()
         try:
             yield
         finally:
+            await limits.stop()
             await up.stop()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="Groundwire",
-        version="0.1.0",
+        version=VERSION,
         summary="Grounded, cited answers and ranked search over your documents.",
+        description=DESCRIPTION,
         lifespan=lifespan,
     )
+    app.state.gateway = state
 
     @app.exception_handler(GroundwireError)
     async def _groundwire_error(request: Request, error: GroundwireError) -> JSONResponse:
+        route = route_label(request.scope)
+        metrics.errors.labels(route, error.code).inc()
+        if isinstance(error, LIMIT_REJECTIONS):
+            metrics.rejections.labels(error.code).inc()
         if error.code in ("unavailable", "deadline_exceeded", "backend_failure"):
             log.warning(
                 "%s %s -> %s (%s)",
@@ -142,6 +273,7 @@ def create_app(settings: GatewaySettings, upstream: Upstream | None = None) -> F
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        metrics.errors.labels(route_label(request.scope), "invalid_input").inc()
         details = _validation_details(error)
         first = details[0] if details else {"loc": [], "message": "invalid request"}
         where = ".".join(p for p in first["loc"] if p != "body") or "body"
@@ -152,57 +284,26 @@ def create_app(settings: GatewaySettings, upstream: Upstream | None = None) -> F
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
-            error.status_code, "http_error"
-        )
-        return JSONResponse(
-            error_body(code, str(error.detail)),
-            status_code=error.status_code,
-            headers=getattr(error, "headers", None),
-        )
+        status, message = error.status_code, str(error.detail)
+        headers = dict(getattr(error, "headers", None) or {})
+        if status == 400:  # a body that is not even decodable: invalid input like the rest
+            status, message = 422, f"body: {message}"
+        if status == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(request.app, request.scope))
+        code = FRAMEWORK_CODES.get(status, "invalid_input" if status == 422 else "http_error")
+        metrics.errors.labels(route_label(request.scope), code).inc()
+        return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        metrics.errors.labels(route_label(request.scope), "internal").inc()
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse(error_body("internal", "internal error"), status_code=500)
 
-    @app.post(
-        "/v1/search",
-        response_model=models.SearchResponse,
-        responses=ERROR_RESPONSES,
-        summary="Ranked search results with sources, scores and a stage report.",
-    )
-    async def search(body: models.SearchBody) -> models.SearchResponse:
-        collection = body.collection or settings.default_collection
-        results, stages = await up.search(body, collection)
-        return models.SearchResponse(
-            collection=collection,
-            results=results,
-            stages=stages,
-            request_id=current_request_id(),
-        )
-
-    @app.get("/healthz", summary="Liveness of the gateway process itself.")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get(
-        "/v1/health",
-        response_model=models.HealthResponse,
-        responses={503: {"model": models.HealthResponse}},
-        summary="Health of the gateway and of each dependency.",
-    )
-    async def health() -> JSONResponse:
-        deps = await up.health()
-        required = ("orchestrator", "retriever", "embedder")
-        if any(deps.get(n) is None or deps[n].status != "serving" for n in required):
-            status = "down"
-        elif any(d.status == "not_serving" for d in deps.values()):
-            status = "degraded"
-        else:
-            status = "ok"
-        body = models.HealthResponse(status=status, dependencies=deps)
-        return JSONResponse(body.model_dump(), status_code=503 if status == "down" else 200)
-
-    app.add_middleware(RequestContextMiddleware, settings=settings)
+    app.include_router(chat.router(state))
+    app.include_router(search.router(state))
+    app.include_router(admin.router(state))
+    app.include_router(system.router(state))
+    app.mount("/static", StaticFiles(directory=system.WEB_DIR), name="static")
+    app.add_middleware(RequestContextMiddleware, settings=settings, metrics=metrics)
     return app

@@ -1,4 +1,9 @@
-"""The one table from the error hierarchy to HTTP, and the JSON error body."""
+"""The one table from the error hierarchy to HTTP, and the JSON error body.
+
+The shared hierarchy (``groundwire_core.errors``) is extended here only with what
+exists at the HTTP edge alone: authentication, and the abuse controls' rejections
+(all ``Overloaded``, so 429 with ``Retry-After``, each with its own code).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,54 @@ from groundwire_core.errors import (
     Unavailable,
 )
 
+
+class Unauthenticated(GroundwireError):
+    """No API key, or one that is not valid for the route."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(GroundwireError):
+    """A valid API key that may not use the route (a tenant key on an admin route)."""
+
+    code = "permission_denied"
+
+
+class PayloadTooLarge(GroundwireError):
+    """The request body is over the configured limit."""
+
+    code = "payload_too_large"
+
+
+class RateLimited(Overloaded):
+    """The client sent more requests than its sliding window allows."""
+
+    code = "rate_limited"
+
+
+class QuotaExceeded(Overloaded):
+    """The site-wide daily quota is spent; it resets at 00:00 UTC."""
+
+    code = "quota_exceeded"
+
+
+class TokenBudgetExceeded(Overloaded):
+    """The tenant's daily token budget is spent; it resets at 00:00 UTC."""
+
+    code = "token_budget_exceeded"
+
+
+class TooManyInflight(Overloaded):
+    """Every chat slot is taken."""
+
+    code = "too_many_inflight"
+
+
+# Order matters: the first class an error is an instance of decides.
 HTTP_STATUS: dict[type[GroundwireError], int] = {
+    Unauthenticated: 401,
+    PermissionDenied: 403,
+    PayloadTooLarge: 413,
     InvalidInput: 422,
     NotFound: 404,
     AlreadyExists: 409,
@@ -31,6 +83,19 @@ HTTP_STATUS: dict[type[GroundwireError], int] = {
     Cancelled: 503,
     GroundwireError: 500,
 }
+
+# Statuses raised by the framework itself (routing, body limits), with their codes.
+FRAMEWORK_CODES: dict[int, str] = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def http_status(error: GroundwireError) -> int:
+    return next(code for cls, code in HTTP_STATUS.items() if isinstance(error, cls))
 
 
 def error_body(
@@ -44,14 +109,19 @@ def error_body(
     return {"error": body}
 
 
-def error_response(error: GroundwireError) -> JSONResponse:
-    """The HTTP response for ``error``: status from the table, a JSON body, no trace."""
-    status = next(code for cls, code in HTTP_STATUS.items() if isinstance(error, cls))
-    headers = {}
+def error_headers(error: GroundwireError) -> dict[str, str]:
+    headers: dict[str, str] = {}
     if isinstance(error, Overloaded):
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    if isinstance(error, Unauthenticated):
+        headers["WWW-Authenticate"] = "Bearer"
+    return headers
+
+
+def error_response(error: GroundwireError) -> JSONResponse:
+    """The HTTP response for ``error``: status from the table, a JSON body, no trace."""
     return JSONResponse(
         error_body(error.code, error.message, dependency=error.dependency),
-        status_code=status,
-        headers=headers,
+        status_code=http_status(error),
+        headers=error_headers(error),
     )

@@ -1,30 +1,76 @@
 """Request and response bodies of the HTTP API (pydantic; the OpenAPI schema comes
-from here)."""
+from here).
+
+Hard bounds that clients should see in the schema (messages per chat, characters
+per text part) are fixed here; the input token budget is a setting, checked by the
+routes (see :func:`approx_tokens`).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 COLLECTION_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+FIELD_PATTERN = r"^[a-z_][a-z0-9_]{0,63}$"
+MODEL_PATTERN = r"^groundwire(:[a-z0-9][a-z0-9_-]{0,63})?$"
+MAX_MESSAGES = 20
+MAX_PART_CHARS = 4000
+TOKENS_PER_MESSAGE = 4
+CHARS_PER_TOKEN = 4
 
 
-class FieldFilter(BaseModel):
+def approx_tokens(text: str) -> int:
+    """Approximate token count: one token per 4 characters (no tokenizer at the edge)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class FieldFilter(_Strict):
     field: str = Field(min_length=1, max_length=64, description="A filterable payload field.")
-    any_of: list[str] = Field(min_length=1, max_length=64, description="Accepted values.")
-
-
-class SearchBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=4000, description="What to search for.")
-    collection: str | None = Field(
-        None, pattern=COLLECTION_PATTERN, description="Collection; the server default when absent."
+    any_of: list[Annotated[str, Field(max_length=256)]] = Field(
+        min_length=1, max_length=64, description="Accepted values."
     )
+
+
+Filters = Annotated[
+    list[FieldFilter],
+    Field(max_length=16, description="All must hold; fields the collection declares filterable."),
+]
+CollectionName = Annotated[
+    str,
+    Field(pattern=COLLECTION_PATTERN, description="Collection; the server default when absent."),
+]
+
+
+# In the schema only: the validators below say "blank" in words people understand.
+NOT_BLANK: dict[str, Any] = {"pattern": r"\S"}
+
+
+class SearchBody(_Strict):
+    query: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="What to search for.",
+        json_schema_extra=NOT_BLANK,
+    )
+    collection: CollectionName | None = None
     limit: int = Field(10, ge=1, le=50, description="Results to return.")
-    filters: list[FieldFilter] = Field(default_factory=list, max_length=16)
+    filters: Filters = Field(default_factory=list)
     rerank: bool = Field(True, description="Rerank with the cross-encoder when available.")
+    reasons: bool = Field(False, description="Ask the LLM for a match reason per top result.")
 
     @field_validator("query")
     @classmethod
@@ -63,6 +109,355 @@ class SearchResponse(BaseModel):
     request_id: str
 
 
+# --- chat ------------------------------------------------------------------------------
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("the text is blank")
+    return value
+
+
+Text = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_PART_CHARS, json_schema_extra=NOT_BLANK),
+    AfterValidator(_not_blank),
+]
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: Text
+
+
+MessageContent = Text | Annotated[list[TextPart], Field(min_length=1, max_length=16)]
+
+
+def content_text(content: str | list[TextPart]) -> str:
+    return content if isinstance(content, str) else "\n".join(p.text for p in content)
+
+
+class ChatMessage(_Strict):
+    role: Literal["user", "assistant"] = Field(
+        description="Who wrote it. Groundwire sets its own instructions: no system role."
+    )
+    content: MessageContent = Field(
+        description=f"Text, or text parts; at most {MAX_PART_CHARS} characters per part."
+    )
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+
+def _check_conversation(messages: list[ChatMessage]) -> None:
+    if messages[-1].role != "user":
+        raise ValueError("the last message must be from the user")
+
+
+def conversation_tokens(messages: list[ChatMessage]) -> int:
+    """Approximate input tokens of a conversation (see :func:`approx_tokens`)."""
+    return sum(approx_tokens(m.text) + TOKENS_PER_MESSAGE for m in messages)
+
+
+Messages = Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+
+
+class ChatBody(_Strict):
+    messages: Messages = Field(description="The conversation; the last message is the user's.")
+    collection: CollectionName | None = None
+    filters: Filters = Field(default_factory=list)
+    listwise_rerank: bool = Field(
+        False, description="Let the LLM reorder candidates against the whole intent."
+    )
+    max_agent_steps: int = Field(0, ge=0, le=16, description="Agent steps; 0 = server default.")
+
+    @model_validator(mode="after")
+    def _conversation(self) -> ChatBody:
+        _check_conversation(self.messages)
+        return self
+
+
+class Source(BaseModel):
+    number: int = Field(description="Citation number, stable for the whole answer ([n]).")
+    chunk_id: str
+    source_id: str
+    title: str
+    heading_path: list[str]
+    url: str
+    text: str
+    score: float
+    match_reason: str = ""
+    injection_flagged: bool = False
+
+
+class Citation(BaseModel):
+    number: int
+    sentence: str
+    status: Literal["supported", "unsupported", "unchecked", "unspecified"]
+    support: float
+
+
+class RetrievalEvent(BaseModel):
+    event: ClassVar[str] = "retrieval"
+    sources: list[Source]
+
+
+class DeltaEvent(BaseModel):
+    event: ClassVar[str] = "delta"
+    text: str
+
+
+class ResetEvent(BaseModel):
+    event: ClassVar[str] = "reset"
+    reason: str
+
+
+class CitationsEvent(BaseModel):
+    event: ClassVar[str] = "citations"
+    sources: list[Source]
+    citations: list[Citation]
+
+
+class StagesEvent(BaseModel):
+    event: ClassVar[str] = "stages"
+    stages: list[StageOut]
+
+
+AnswerMode = Literal["generated", "extractive", "declined", "unspecified"]
+
+
+class DoneEvent(BaseModel):
+    event: ClassVar[str] = "done"
+    mode: AnswerMode
+    answer: str
+    unsupported_citations: int = 0
+
+
+class ErrorEvent(BaseModel):
+    event: ClassVar[str] = "error"
+    code: str
+    message: str
+    dependency: str | None = None
+    retry_after_s: float | None = None
+    request_id: str = ""
+
+
+AskEvent = RetrievalEvent | DeltaEvent | ResetEvent | CitationsEvent | StagesEvent | DoneEvent
+
+
+class ChatStreamEvents(BaseModel):
+    """The payloads of the SSE events of ``POST /v1/chat`` (one JSON object per
+    ``data:`` line, named by the ``event:`` line)."""
+
+    retrieval: RetrievalEvent
+    delta: DeltaEvent
+    reset: ResetEvent
+    citations: CitationsEvent
+    stages: StagesEvent
+    done: DoneEvent
+    error: ErrorEvent
+
+
+# --- OpenAI-compatible chat completions --------------------------------------------------
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class CompletionBody(_Strict):
+    """OpenAI's chat completion request; sampling knobs are accepted for compatibility
+    and ignored (the chain's own settings apply)."""
+
+    model: str = Field(
+        pattern=MODEL_PATTERN,
+        description="'groundwire' (the default collection) or 'groundwire:<collection>'.",
+    )
+    messages: Messages
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    n: Literal[1] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    stop: str | list[Annotated[str, Field(max_length=64)]] | None = None
+    user: str | None = Field(None, max_length=256)
+    collection: CollectionName | None = Field(
+        None, description="Groundwire extension (extra_body); overrides the model's collection."
+    )
+    filters: Filters = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _conversation(self) -> CompletionBody:
+        _check_conversation(self.messages)
+        return self
+
+
+class CompletionMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    message: CompletionMessage
+    finish_reason: Literal["stop"] = "stop"
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class GroundwireExtra(BaseModel):
+    """What Groundwire adds to an OpenAI response."""
+
+    mode: AnswerMode | None = None
+    collection: str
+    request_id: str
+    stages: list[StageOut] = Field(default_factory=list)
+    reset: str | None = Field(
+        None, description="Streaming only: discard the text so far (the agent searched again)."
+    )
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+    citations: list[Source] = Field(description="The sources cited by the answer.")
+    groundwire: GroundwireExtra
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: Literal["stop"] | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+    citations: list[Source] | None = None
+    groundwire: GroundwireExtra | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "groundwire"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+# --- admin -------------------------------------------------------------------------------
+
+
+class CollectionCreate(_Strict):
+    name: str = Field(pattern=COLLECTION_PATTERN, description="Name of the new collection.")
+    filterable: list[Annotated[str, Field(pattern=FIELD_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Extra filterable payload fields beyond source_id, doc_type and title.",
+    )
+
+
+class CollectionOut(BaseModel):
+    name: str
+    dense_dims: int
+    learned_sparse: bool
+    bm25: bool
+    filterable: list[str]
+    embedder_model: str
+    chunks: int
+    sources: int
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionOut]
+
+
+class CollectionDropped(BaseModel):
+    collection: str
+    dropped: bool = True
+
+
+DocumentFormat = Literal["markdown", "text", "html"]
+
+
+class DocumentIn(_Strict):
+    source_id: str = Field(
+        min_length=1, max_length=512, description="Stable id; re-ingesting it replaces it."
+    )
+    content: str = Field(min_length=1, description="UTF-8 Markdown, text or HTML.")
+    format: DocumentFormat | None = Field(
+        None, description="Guessed from the suffix of filename (or source_id) when absent."
+    )
+    title: str = Field("", max_length=512)
+    url: str = Field("", max_length=2048, description="Canonical URL shown with citations.")
+    doc_type: str = Field("", max_length=64, description="Free-form type (filterable).")
+    filename: str = Field("", max_length=512)
+    metadata: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=1024)]] = (
+        Field(default_factory=dict, max_length=32)
+    )
+
+
+class IngestBody(_Strict):
+    documents: list[DocumentIn] = Field(min_length=1, max_length=100)
+    create_collection: bool = Field(False, description="Create the collection when missing.")
+    full_reindex: bool = Field(
+        False, description="Replace the whole collection with exactly these documents."
+    )
+
+
+class DocumentResultOut(BaseModel):
+    source_id: str
+    status: Literal["ingested", "unchanged", "skipped", "unspecified"]
+    chunks: int
+    reason: str = ""
+
+
+class IngestReportOut(BaseModel):
+    collection: str
+    documents: list[DocumentResultOut]
+    ingested: int
+    unchanged: int
+    skipped: int
+    chunks_written: int
+    seconds: float
+
+
+class SourceDeleted(BaseModel):
+    collection: str
+    source_id: str
+    deleted: int = Field(description="Chunks removed.")
+
+
+# --- health ------------------------------------------------------------------------------
+
+
 class DependencyOut(BaseModel):
     status: Literal["serving", "not_serving", "disabled"]
     target: str = ""
@@ -70,14 +465,27 @@ class DependencyOut(BaseModel):
     message: str = ""
 
 
+class LimitsOut(BaseModel):
+    backend: Literal["redis", "in_process"] = Field(
+        description="Where the counters live when all is well."
+    )
+    policy: Literal["open", "closed"] = Field(description="What happens when Redis fails.")
+    state: Literal["ok", "fail_open", "fail_closed"] = Field(
+        description="fail_open: Redis is down and limits run per replica in process; "
+        "fail_closed: Redis is down and limited routes answer 503."
+    )
+    message: str = ""
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok", "degraded", "down"]
     dependencies: dict[str, DependencyOut]
+    limits: LimitsOut | None = None
 
 
 class ErrorDetail(BaseModel):
-    code: str
-    message: str
+    code: str = Field(description="Machine-readable, e.g. invalid_input, rate_limited.")
+    message: str = Field(description="Why, for people.")
     request_id: str
     dependency: str | None = None
     details: object | None = None

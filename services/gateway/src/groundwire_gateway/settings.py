@@ -2,25 +2,162 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
 
+RedisFailurePolicy = Literal["open", "closed"]
+
+_TENANT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+MIN_KEY_CHARS = 8
+
+
+def parse_tenant_keys(raw: str) -> list[tuple[str, str]]:
+    """``"tenant:key,tenant2:key2"`` as (tenant, key) pairs; ValueError when malformed.
+
+    A tenant may hold several keys (key rotation); the same key twice is an error.
+    """
+    pairs: list[tuple[str, str]] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        tenant, sep, key = item.partition(":")
+        if not sep or not _TENANT.match(tenant):
+            raise ValueError("expected 'tenant:key' items (tenant: letters, digits, . _ -)")
+        if len(key) < MIN_KEY_CHARS or any(c.isspace() for c in key):
+            raise ValueError(f"an API key needs {MIN_KEY_CHARS}+ characters and no spaces")
+        pairs.append((tenant, key))
+    keys = [k for _, k in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("the same API key is listed twice")
+    return pairs
+
+
+def parse_tenant_numbers(raw: str) -> dict[str, int]:
+    """``"tenant:100000,other:0"`` as {tenant: n}; ValueError when malformed."""
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        tenant, sep, number = item.partition(":")
+        if not sep or not _TENANT.match(tenant) or not number.strip().isdigit():
+            raise ValueError("expected 'tenant:number' items")
+        out[tenant] = int(number)
+    return out
+
 
 class GatewaySettings(ServiceSettings):
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", env_prefix="GROUNDWIRE_GATEWAY_")
+    # hide_input_in_errors: a malformed key list must not print the keys in the error
+    model_config = SettingsConfigDict(
+        frozen=True, extra="ignore", env_prefix="GROUNDWIRE_GATEWAY_", hide_input_in_errors=True
+    )
 
     port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one.")
     orchestrator_addr: str = Field(
         "127.0.0.1:50054", description="gRPC address of the orchestrator."
     )
     retriever_addr: str = Field("127.0.0.1:50053", description="gRPC address of the retriever.")
-    redis_url: str | None = Field(None, description="Redis for rate limits; unset = in process.")
     request_timeout_s: float = Field(
         15.0, gt=0, description="Deadline of one request, propagated to every service it reaches."
     )
+    chat_timeout_s: float = Field(
+        60.0, gt=0, description="Deadline of one chat (the whole streamed answer)."
+    )
+    admin_timeout_s: float = Field(
+        300.0, gt=0, description="Deadline of one admin request (ingest embeds documents)."
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies get 413.")
+    max_upload_bytes: int = Field(
+        20 * 1_048_576, ge=1024, description="Larger multipart uploads (admin) get 413."
+    )
     default_collection: str = Field(
         "docs", description="Collection used when a request names none."
     )
+    forwarded_allow_ips: str = Field(
+        "",
+        description="Proxies whose X-Forwarded-For is trusted for the client address "
+        "(comma-separated IPs, '*' for any); empty trusts none.",
+    )
+
+    # --- validation at the edge -------------------------------------------------------
+    max_input_tokens: int = Field(
+        6000,
+        ge=1,
+        description="Approximate input tokens of one chat (4 characters ~ 1 token, "
+        "plus 4 per message).",
+    )
+    collection_cache_s: float = Field(
+        5.0, ge=0, description="How long the known collections and their fields are cached."
+    )
+
+    # --- API keys ------------------------------------------------------------------------
+    admin_api_keys: SecretStr = Field(
+        SecretStr(""),
+        description="'tenant:key,…' allowed on admin routes; empty disables the admin routes.",
+    )
+    api_keys: SecretStr = Field(
+        SecretStr(""), description="'tenant:key,…' identifying tenants on the public routes."
+    )
+    require_api_key: bool = Field(
+        False, description="Reject public-route requests without a valid key (401)."
+    )
+
+    # --- abuse and cost controls -----------------------------------------------------
+    redis_url: str | None = Field(
+        None, description="Redis for limits shared by all replicas; unset = in process."
+    )
+    redis_failure_policy: RedisFailurePolicy = Field(
+        "open",
+        description="Redis unreachable: 'open' keeps serving with per-replica limits in "
+        "process (health says degraded), 'closed' answers 503 naming redis.",
+    )
+    redis_timeout_s: float = Field(0.5, gt=0, description="Connect and command timeout.")
+    redis_retry_s: float = Field(
+        1.0, ge=0, description="After a Redis failure, requests skip Redis this long."
+    )
+    redis_max_connections: int = Field(
+        64, ge=1, description="Connection pool size per replica (callers wait for a free one)."
+    )
+    redis_key_prefix: str = Field("gw", min_length=1, description="Prefix of every Redis key.")
+    rate_limit_per_min: int = Field(
+        15, ge=0, description="Chats per client (IP or API key) per window; 0 = off."
+    )
+    search_rate_limit_per_min: int = Field(
+        60, ge=0, description="Searches per client (IP or API key) per window; 0 = off."
+    )
+    rate_limit_window_s: float = Field(60.0, gt=0, description="Sliding window length.")
+    daily_quota: int = Field(
+        10_000, ge=0, description="Chats and searches site-wide per UTC day; 0 = off."
+    )
+    token_budget_per_day: int = Field(
+        2_000_000,
+        ge=0,
+        description="Approximate tokens (input + answer) per tenant per UTC day; 0 = off.",
+    )
+    tenant_token_budgets: str = Field(
+        "", description="Per-tenant overrides 'tenant:tokens,…' of token_budget_per_day."
+    )
+    max_inflight_chats: int = Field(
+        32, ge=0, description="Chats in flight across all replicas; 0 = off."
+    )
+
+    @field_validator("admin_api_keys", "api_keys")
+    @classmethod
+    def _keys_parse(cls, value: SecretStr) -> SecretStr:
+        parse_tenant_keys(value.get_secret_value())
+        return value
+
+    @field_validator("tenant_token_budgets")
+    @classmethod
+    def _budgets_parse(cls, value: str) -> str:
+        parse_tenant_numbers(value)
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        return value or None

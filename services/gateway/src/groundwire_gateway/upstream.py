@@ -7,11 +7,17 @@ HTTP models, and AioRpcErrors to GroundwireErrors (through the shared mapper).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import grpc
 
+from groundwire.common.v1 import common_pb2
 from groundwire.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_core.errors import BackendFailure
 from groundwire_core.grpc.client import check_health, create_channel, rpc_errors
+from groundwire_core.grpc.errors import from_error_info
 from groundwire_gateway import models
 from groundwire_gateway.settings import GatewaySettings
 
@@ -20,6 +26,132 @@ _DEP_STATUS: dict[int, str] = {
     orchestrator_pb2.DEPENDENCY_STATUS_NOT_SERVING: "not_serving",
     orchestrator_pb2.DEPENDENCY_STATUS_DISABLED: "disabled",
 }
+_MODES: dict[int, models.AnswerMode] = {
+    orchestrator_pb2.ANSWER_MODE_GENERATED: "generated",
+    orchestrator_pb2.ANSWER_MODE_EXTRACTIVE: "extractive",
+    orchestrator_pb2.ANSWER_MODE_DECLINED: "declined",
+}
+_VERIFICATION: dict[int, str] = {
+    orchestrator_pb2.VERIFICATION_STATUS_SUPPORTED: "supported",
+    orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED: "unsupported",
+    orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED: "unchecked",
+}
+_ROLES = {"user": orchestrator_pb2.ROLE_USER, "assistant": orchestrator_pb2.ROLE_ASSISTANT}
+_FORMATS = {
+    None: retriever_pb2.DOCUMENT_FORMAT_UNSPECIFIED,
+    "markdown": retriever_pb2.DOCUMENT_FORMAT_MARKDOWN,
+    "text": retriever_pb2.DOCUMENT_FORMAT_TEXT,
+    "html": retriever_pb2.DOCUMENT_FORMAT_HTML,
+}
+_DOC_STATUS: dict[int, str] = {
+    retriever_pb2.DOCUMENT_STATUS_INGESTED: "ingested",
+    retriever_pb2.DOCUMENT_STATUS_UNCHANGED: "unchanged",
+    retriever_pb2.DOCUMENT_STATUS_SKIPPED: "skipped",
+}
+
+
+def _stage(st: common_pb2.StageReport) -> models.StageOut:
+    return models.StageOut(
+        name=st.name,
+        ms=st.ms,
+        fallback=st.fallback,
+        reason=st.reason,
+        dependency=st.dependency,
+        details=dict(st.details),
+    )
+
+
+def _source(s: orchestrator_pb2.Source) -> models.Source:
+    return models.Source(
+        number=s.number,
+        chunk_id=s.chunk_id,
+        source_id=s.source_id,
+        title=s.title,
+        heading_path=list(s.heading_path),
+        url=s.url,
+        text=s.text,
+        score=s.score,
+        match_reason=s.match_reason,
+        injection_flagged=s.injection_flagged,
+    )
+
+
+def _collection(c: retriever_pb2.Collection) -> models.CollectionOut:
+    return models.CollectionOut(
+        name=c.name,
+        dense_dims=c.dense_dims,
+        learned_sparse=c.learned_sparse,
+        bm25=c.bm25,
+        filterable=list(c.filterable),
+        embedder_model=c.embedder_model,
+        chunks=c.chunks,
+        sources=c.sources,
+    )
+
+
+def _event(event: orchestrator_pb2.AskEvent) -> models.AskEvent | None:
+    kind = event.WhichOneof("event")
+    if kind == "retrieval":
+        return models.RetrievalEvent(sources=[_source(s) for s in event.retrieval.sources])
+    if kind == "delta":
+        return models.DeltaEvent(text=event.delta.text)
+    if kind == "reset":
+        return models.ResetEvent(reason=event.reset.reason)
+    if kind == "citations":
+        return models.CitationsEvent(
+            sources=[_source(s) for s in event.citations.sources],
+            citations=[
+                models.Citation(
+                    number=c.number,
+                    sentence=c.sentence,
+                    status=_VERIFICATION.get(c.status, "unspecified"),
+                    support=c.support,
+                )
+                for c in event.citations.citations
+            ],
+        )
+    if kind == "stages":
+        return models.StagesEvent(stages=[_stage(st) for st in event.stages.stages])
+    if kind == "done":
+        return models.DoneEvent(
+            mode=_MODES.get(event.done.mode, "unspecified"),
+            answer=event.done.answer,
+            unsupported_citations=event.done.unsupported_citations,
+        )
+    if kind == "error":
+        raise from_error_info(event.error)
+    return None  # an event kind newer than this gateway: skip it
+
+
+class AskStream:
+    """One Ask call: iterate it for events (an error event raises its
+    GroundwireError); ``cancel()`` cancels the gRPC call, which the orchestrator sees
+    as its client going away."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.finished = False
+
+    def __aiter__(self) -> AsyncIterator[models.AskEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[models.AskEvent]:
+        with rpc_errors("orchestrator"):
+            async for raw in self._call:
+                event = _event(raw)
+                if event is None:
+                    continue
+                yield event
+                if isinstance(event, models.DoneEvent):
+                    self.finished = True
+                    return
+        raise BackendFailure(
+            "the orchestrator ended the answer without a done event", dependency="orchestrator"
+        )
+
+    def cancel(self) -> bool:
+        """Cancels the call unless it already ended; True when this call cancelled it."""
+        return bool(self._call.cancel())
 
 
 class Upstream:
@@ -42,6 +174,13 @@ class Upstream:
         assert self._orchestrator_channel is not None, "Upstream.start() was not called"
         return orchestrator_pb2_grpc.OrchestratorServiceStub(self._orchestrator_channel)
 
+    @property
+    def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceStub:
+        assert self._retriever_channel is not None, "Upstream.start() was not called"
+        return retriever_pb2_grpc.RetrieverServiceStub(self._retriever_channel)
+
+    # --- orchestrator --------------------------------------------------------------------
+
     async def search(
         self, body: models.SearchBody, collection: str
     ) -> tuple[list[models.SearchResult], list[models.StageOut]]:
@@ -53,6 +192,7 @@ class Upstream:
                 orchestrator_pb2.FieldFilter(field=f.field, any_of=f.any_of) for f in body.filters
             ],
             rerank=body.rerank,
+            reasons=body.reasons,
         )
         with rpc_errors("orchestrator"):
             reply = await self._orchestrator.Search(
@@ -73,18 +213,126 @@ class Upstream:
             )
             for s in reply.results
         ]
-        stages = [
-            models.StageOut(
-                name=st.name,
-                ms=st.ms,
-                fallback=st.fallback,
-                reason=st.reason,
-                dependency=st.dependency,
-                details=dict(st.details),
+        return results, [_stage(st) for st in reply.stages]
+
+    def ask(
+        self,
+        messages: Sequence[models.ChatMessage],
+        collection: str,
+        filters: Sequence[models.FieldFilter] = (),
+        *,
+        listwise_rerank: bool = False,
+        max_agent_steps: int = 0,
+    ) -> AskStream:
+        """Starts an Ask call (nothing is sent until the stream is iterated)."""
+        request = orchestrator_pb2.AskRequest(
+            collection=collection,
+            messages=[
+                orchestrator_pb2.Message(role=_ROLES[m.role], content=m.text) for m in messages
+            ],
+            filters=[orchestrator_pb2.FieldFilter(field=f.field, any_of=f.any_of) for f in filters],
+            listwise_rerank=listwise_rerank,
+            max_agent_steps=max_agent_steps,
+        )
+        return AskStream(self._orchestrator.Ask(request, timeout=self._settings.chat_timeout_s))
+
+    # --- retriever -----------------------------------------------------------------------
+
+    async def list_collections(self) -> list[models.CollectionOut]:
+        with rpc_errors("retriever"):
+            reply = await self._retriever.ListCollections(
+                retriever_pb2.ListCollectionsRequest(), timeout=self._settings.request_timeout_s
             )
-            for st in reply.stages
+        return [_collection(c) for c in reply.collections]
+
+    async def describe_collection(self, name: str) -> models.CollectionOut:
+        with rpc_errors("retriever"):
+            reply = await self._retriever.DescribeCollection(
+                retriever_pb2.DescribeCollectionRequest(name=name),
+                timeout=self._settings.request_timeout_s,
+            )
+        return _collection(reply)
+
+    async def create_collection(self, body: models.CollectionCreate) -> models.CollectionOut:
+        with rpc_errors("retriever"):
+            reply = await self._retriever.CreateCollection(
+                retriever_pb2.CreateCollectionRequest(name=body.name, filterable=body.filterable),
+                timeout=self._settings.request_timeout_s,
+            )
+        return _collection(reply)
+
+    async def drop_collection(self, name: str) -> None:
+        with rpc_errors("retriever"):
+            await self._retriever.DropCollection(
+                retriever_pb2.DropCollectionRequest(name=name),
+                timeout=self._settings.request_timeout_s,
+            )
+
+    async def ingest(
+        self, collection: str, body: models.IngestBody, files: Sequence[tuple[str, bytes]] = ()
+    ) -> models.IngestReportOut:
+        """Ingests JSON documents (``body``) and uploaded files ((filename, bytes)),
+        waiting for the retriever's final report."""
+        documents = [
+            retriever_pb2.Document(
+                source_id=d.source_id,
+                content=d.content.encode(),
+                format=_FORMATS[d.format],
+                title=d.title,
+                url=d.url,
+                doc_type=d.doc_type,
+                # the retriever guesses the format from the file name's suffix
+                filename=d.filename or d.source_id,
+                metadata=d.metadata,
+            )
+            for d in body.documents
         ]
-        return results, stages
+        documents += [
+            retriever_pb2.Document(source_id=name, content=content, filename=name)
+            for name, content in files
+        ]
+        request = retriever_pb2.IngestRequest(
+            collection=collection,
+            documents=documents,
+            create_collection=body.create_collection,
+            full_reindex=body.full_reindex,
+        )
+        report: retriever_pb2.IngestReport | None = None
+        with rpc_errors("retriever"):
+            async for event in self._retriever.Ingest(
+                request, timeout=self._settings.admin_timeout_s
+            ):
+                if event.WhichOneof("event") == "report":
+                    report = event.report
+        if report is None:
+            raise BackendFailure("the retriever sent no ingest report", dependency="retriever")
+        return models.IngestReportOut(
+            collection=collection,
+            documents=[
+                models.DocumentResultOut(
+                    source_id=d.source_id,
+                    status=_DOC_STATUS.get(d.status, "unspecified"),
+                    chunks=d.chunks,
+                    reason=d.reason,
+                )
+                for d in report.documents
+            ],
+            ingested=report.ingested,
+            unchanged=report.unchanged,
+            skipped=report.skipped,
+            chunks_written=report.chunks_written,
+            seconds=report.seconds,
+        )
+
+    async def delete_source(self, collection: str, source_id: str) -> int:
+        with rpc_errors("retriever"):
+            reply = await self._retriever.DeleteBySource(
+                retriever_pb2.DeleteBySourceRequest(collection=collection, source_id=source_id),
+                timeout=self._settings.request_timeout_s,
+            )
+        return int(reply.deleted)
+
+    # --- health --------------------------------------------------------------------------
 
     async def health(self) -> dict[str, models.DependencyOut]:
         """Each dependency's health: the orchestrator's view of its own, plus ours."""

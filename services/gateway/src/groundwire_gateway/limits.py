@@ -1,0 +1,471 @@
+"""Abuse and cost controls: rate limit, daily quota, token budget, chat slots.
+
+One admission decides all four, in this order, atomically, and consumes nothing
+unless every check passes (so a rejected request never counts against a quota):
+
+1. **rate limit**: a sliding-window log per client (IP, or API key) and route kind;
+2. **daily quota**: one site-wide counter per UTC day;
+3. **token budget**: approximate tokens per tenant per UTC day (input charged at
+   admission, the answer charged when it ends, see :meth:`Limiter.charge`);
+4. **chat slots**: a lease per in-flight chat; leases expire on their own if a
+   replica dies holding them.
+
+With a Redis URL the counters live in Redis and each decision is one Lua script
+that takes its clock from ``redis.call('TIME')``: every replica sees the same
+counters and the same time. Without one, :class:`LocalCounters` applies the same
+rules in process (one replica). When Redis fails, the configured policy decides:
+``open`` falls back to the in-process counters (per replica: a client may get up to
+N times its limit across N replicas) and health says so; ``closed`` answers
+503 naming redis. Nothing here imports FastAPI.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from redis import exceptions as redis_errors
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from groundwire_core.errors import Overloaded, Unavailable
+from groundwire_gateway.errors import (
+    QuotaExceeded,
+    RateLimited,
+    TokenBudgetExceeded,
+    TooManyInflight,
+)
+from groundwire_gateway.settings import GatewaySettings, parse_tenant_numbers
+
+log = logging.getLogger("groundwire.gateway.limits")
+
+Kind = Literal["chat", "search"]
+Reason = Literal["rate_limited", "quota_exceeded", "token_budget_exceeded", "too_many_inflight"]
+DAY_S = 86_400
+
+# KEYS: 1 rate window (zset), 2 quota (hash), 3 tenant tokens (hash), 4 leases (zset)
+# ARGV: 1 rate limit, 2 window ms, 3 quota, 4 tokens asked, 5 token budget,
+#       6 slot cap, 7 lease ttl ms, 8 unique member
+# A limit of 0 switches its check off. Returns {admitted, reason, retry_after_ms}.
+ADMIT_LUA = """
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local now = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
+local day = math.floor(sec / 86400)
+local to_midnight = ((day + 1) * 86400 - sec) * 1000
+local rate, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local quota, asked, budget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap, ttl, member = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+
+if rate > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+  if redis.call('ZCARD', KEYS[1]) >= rate then
+    local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    return {0, 'rate_limited', math.max(1, tonumber(oldest[2]) + window - now)}
+  end
+end
+local used = 0
+if quota > 0 then
+  local q = redis.call('HMGET', KEYS[2], 'day', 'used')
+  if tonumber(q[1]) == day then used = tonumber(q[2]) or 0 end
+  if used >= quota then return {0, 'quota_exceeded', to_midnight} end
+end
+local spent = 0
+if budget > 0 then
+  local b = redis.call('HMGET', KEYS[3], 'day', 'used')
+  if tonumber(b[1]) == day then spent = tonumber(b[2]) or 0 end
+  if spent + asked > budget then return {0, 'token_budget_exceeded', to_midnight} end
+end
+if cap > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if redis.call('ZCARD', KEYS[4]) >= cap then return {0, 'too_many_inflight', 1000} end
+end
+
+if rate > 0 then
+  redis.call('ZADD', KEYS[1], now, member)
+  redis.call('PEXPIRE', KEYS[1], window)
+end
+if quota > 0 then
+  redis.call('HSET', KEYS[2], 'day', day, 'used', used + 1)
+  redis.call('EXPIRE', KEYS[2], 2 * 86400)
+end
+if budget > 0 then
+  redis.call('HSET', KEYS[3], 'day', day, 'used', spent + asked)
+  redis.call('EXPIRE', KEYS[3], 2 * 86400)
+end
+if cap > 0 then
+  redis.call('ZADD', KEYS[4], now + ttl, member)
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
+return {1, 'ok', 0}
+"""
+
+# KEYS: 1 tenant tokens (hash). ARGV: 1 tokens. Adds to today's count (may pass the
+# budget: the next admission is refused, not this answer cut off).
+CHARGE_LUA = """
+local t = redis.call('TIME')
+local day = math.floor(tonumber(t[1]) / 86400)
+local b = redis.call('HMGET', KEYS[1], 'day', 'used')
+local spent = 0
+if tonumber(b[1]) == day then spent = tonumber(b[2]) or 0 end
+redis.call('HSET', KEYS[1], 'day', day, 'used', spent + tonumber(ARGV[1]))
+redis.call('EXPIRE', KEYS[1], 2 * 86400)
+return spent + tonumber(ARGV[1])
+"""
+
+_REJECTIONS: dict[str, type[Overloaded]] = {
+    "rate_limited": RateLimited,
+    "quota_exceeded": QuotaExceeded,
+    "token_budget_exceeded": TokenBudgetExceeded,
+    "too_many_inflight": TooManyInflight,
+}
+_MESSAGES: dict[str, str] = {
+    "rate_limited": "too many requests from this client; slow down",
+    "quota_exceeded": "the site's daily quota is spent; it resets at 00:00 UTC",
+    "token_budget_exceeded": "this tenant's daily token budget is spent; it resets at 00:00 UTC",
+    "too_many_inflight": "every chat slot is taken; retry shortly",
+}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one request asks of the limits. A limit of 0 skips its check."""
+
+    client: str
+    tenant: str
+    kind: Kind
+    rate: int
+    window_s: float
+    quota: int
+    tokens: int = 0
+    budget: int = 0
+    slots: int = 0
+    lease_ttl_s: float = 0.0
+    member: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    reason: str = "ok"
+    retry_after_s: float = 0.0
+
+
+class Counters(Protocol):
+    """Where the counters live; both implementations apply the same rules."""
+
+    async def admit(self, ask: Ask) -> Verdict:
+        """Checks every limit in order; consumes all or nothing."""
+        ...
+
+    async def release(self, member: str) -> None:
+        """Frees the chat slot held by ``member`` (no-op when it holds none)."""
+
+    async def charge(self, tenant: str, tokens: int) -> None:
+        """Adds ``tokens`` to the tenant's count for today."""
+
+
+class SharedCounters(Counters, Protocol):
+    """Counters shared by the replicas (Redis), which can be unreachable."""
+
+    async def ping(self) -> None:
+        """Raises when the store cannot be reached."""
+
+
+class LocalCounters:
+    """The counters in process: one replica, or Redis down with policy ``open``."""
+
+    SWEEP_EVERY = 1024
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._windows: dict[str, deque[float]] = {}
+        self._quota: tuple[int, int] = (-1, 0)  # (day, used)
+        self._tokens: dict[str, tuple[int, int]] = {}
+        self._leases: dict[str, float] = {}
+        self._admits = 0
+
+    # No awaits inside: each call is atomic on the event loop.
+    async def admit(self, ask: Ask) -> Verdict:
+        now = self._clock()
+        day = int(now // DAY_S)
+        to_midnight = (day + 1) * DAY_S - now
+        self._admits += 1
+        if self._admits % self.SWEEP_EVERY == 0:
+            self._sweep(now, ask.window_s)
+        key = f"{ask.kind}:{ask.client}"
+        window = self._windows.get(key)
+        if ask.rate > 0:
+            if window is None:
+                window = self._windows[key] = deque()
+            while window and window[0] <= now - ask.window_s:
+                window.popleft()
+            if len(window) >= ask.rate:
+                return Verdict(False, "rate_limited", window[0] + ask.window_s - now)
+        quota_day, used = self._quota
+        used = used if quota_day == day else 0
+        if ask.quota > 0 and used >= ask.quota:
+            return Verdict(False, "quota_exceeded", to_midnight)
+        token_day, spent = self._tokens.get(ask.tenant, (day, 0))
+        spent = spent if token_day == day else 0
+        if ask.budget > 0 and spent + ask.tokens > ask.budget:
+            return Verdict(False, "token_budget_exceeded", to_midnight)
+        if ask.slots > 0:
+            for member in [m for m, expiry in self._leases.items() if expiry <= now]:
+                del self._leases[member]
+            if len(self._leases) >= ask.slots:
+                return Verdict(False, "too_many_inflight", 1.0)
+        if window is not None and ask.rate > 0:
+            window.append(now)
+        if ask.quota > 0:
+            self._quota = (day, used + 1)
+        if ask.budget > 0:
+            self._tokens[ask.tenant] = (day, spent + ask.tokens)
+        if ask.slots > 0:
+            self._leases[ask.member] = now + ask.lease_ttl_s
+        return Verdict(True)
+
+    async def release(self, member: str) -> None:
+        self._leases.pop(member, None)
+
+    async def charge(self, tenant: str, tokens: int) -> None:
+        day = int(self._clock() // DAY_S)
+        token_day, spent = self._tokens.get(tenant, (day, 0))
+        self._tokens[tenant] = (day, (spent if token_day == day else 0) + tokens)
+
+    @property
+    def tracked_clients(self) -> int:
+        """Rate windows held in memory."""
+        return len(self._windows)
+
+    def _sweep(self, now: float, window_s: float) -> None:
+        """Drops idle clients' windows so memory follows active clients only."""
+        for key in [k for k, w in self._windows.items() if not w or w[-1] <= now - window_s]:
+            del self._windows[key]
+
+
+class RedisCounters:
+    """The counters in Redis, shared by every replica; one Lua script per decision.
+
+    Keys share the hash tag ``{limits}`` so that each script's keys sit in one slot
+    (the scripts also run on Redis Cluster, on one shard)."""
+
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self._redis = redis
+        self._prefix = f"{prefix}:{{limits}}"
+        self._admit = redis.register_script(ADMIT_LUA)
+        self._charge = redis.register_script(CHARGE_LUA)
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self._prefix, *parts))
+
+    async def admit(self, ask: Ask) -> Verdict:
+        keys = [
+            self.key("rate", ask.kind, ask.client),
+            self.key("quota"),
+            self.key("tokens", ask.tenant),
+            self.key("leases"),
+        ]
+        args: list[Any] = [
+            ask.rate,
+            max(1, round(ask.window_s * 1000)),
+            ask.quota,
+            ask.tokens,
+            ask.budget,
+            ask.slots,
+            max(1, round(ask.lease_ttl_s * 1000)),
+            ask.member,
+        ]
+        admitted, reason, retry_ms = await self._admit(keys=keys, args=args)
+        reason_text = reason.decode() if isinstance(reason, bytes) else str(reason)
+        return Verdict(bool(int(admitted)), reason_text, int(retry_ms) / 1000)
+
+    async def release(self, member: str) -> None:
+        await self._redis.zrem(self.key("leases"), member)
+
+    async def charge(self, tenant: str, tokens: int) -> None:
+        await self._charge(keys=[self.key("tokens", tenant)], args=[tokens])
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+
+_REDIS_FAILURES = (redis_errors.RedisError, OSError)
+
+
+@dataclass
+class Ticket:
+    """An admitted request: release it when the request ends (chats hold a slot)."""
+
+    ask: Ask
+    counters: Counters
+    released: bool = False
+
+
+class Limiter:
+    """Applies the limits from settings through Redis or in process, and the Redis
+    failure policy. Raises the typed rejections (429 with Retry-After) or, with
+    policy ``closed`` and Redis down, Unavailable naming redis (503)."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        clock: Callable[[], float] = time.time,
+        on_redis_failure: Callable[[], None] | None = None,
+        shared: SharedCounters | None = None,
+    ) -> None:
+        """``shared`` replaces the Redis counters built from ``redis_url`` (tests)."""
+        self._settings = settings
+        self._on_redis_failure = on_redis_failure
+        self._clock = clock
+        self._local = LocalCounters(clock)
+        self._budgets = parse_tenant_numbers(settings.tenant_token_budgets)
+        self._redis: Redis | None = None
+        self._remote: SharedCounters | None = shared
+        self._down_until = 0.0  # monotonic: skip Redis until then
+        self._down_reason = ""
+        self._probing = False
+
+    async def start(self) -> None:
+        s = self._settings
+        if s.redis_url and self._remote is None:
+            pool = BlockingConnectionPool.from_url(
+                s.redis_url,
+                max_connections=s.redis_max_connections,
+                timeout=s.redis_timeout_s,  # waiting for a free connection
+                socket_timeout=s.redis_timeout_s,
+                socket_connect_timeout=s.redis_timeout_s,
+            )
+            self._redis = Redis(connection_pool=pool)
+            self._remote = RedisCounters(self._redis, s.redis_key_prefix)
+
+    async def stop(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose(close_connection_pool=True)
+
+    # --- admission -----------------------------------------------------------------------
+
+    def ask_for(self, kind: Kind, client: str, tenant: str, tokens: int = 0) -> Ask:
+        """The limits that apply to one request of ``kind`` from ``client``."""
+        s = self._settings
+        chat = kind == "chat"
+        return Ask(
+            client=client,
+            tenant=tenant,
+            kind=kind,
+            rate=s.rate_limit_per_min if chat else s.search_rate_limit_per_min,
+            window_s=s.rate_limit_window_s,
+            quota=s.daily_quota,
+            tokens=tokens if chat else 0,
+            budget=self._budgets.get(tenant, s.token_budget_per_day) if chat else 0,
+            slots=s.max_inflight_chats if chat else 0,
+            lease_ttl_s=s.chat_timeout_s + 10.0,
+        )
+
+    async def admit(self, ask: Ask) -> Ticket:
+        """Admits ``ask`` or raises its rejection (see the class docstring)."""
+        counters = self._counters()
+        if counters is self._remote and self._remote is not None:
+            # After a failure, one request at a time probes Redis; the rest do not wait
+            # for its timeout (they take the fallback until it answers).
+            probing = bool(self._down_reason)
+            self._probing = self._probing or probing
+            try:
+                verdict = await self._remote.admit(ask)
+            except _REDIS_FAILURES as error:
+                self._redis_failed(error)
+                counters = self._fallback()
+                verdict = await counters.admit(ask)
+            else:
+                self._redis_ok()
+            finally:
+                if probing:
+                    self._probing = False
+        else:
+            verdict = await counters.admit(ask)
+        if not verdict.admitted:
+            cls = _REJECTIONS[verdict.reason]
+            raise cls(_MESSAGES[verdict.reason], retry_after_s=max(verdict.retry_after_s, 0.001))
+        return Ticket(ask, counters)
+
+    async def release(self, ticket: Ticket, answer_tokens: int = 0) -> None:
+        """Ends an admitted request: frees its chat slot, charges the answer's tokens.
+        Never raises: a lease left in Redis expires on its own."""
+        if ticket.released:
+            return
+        ticket.released = True
+        try:
+            if ticket.ask.slots > 0:
+                await ticket.counters.release(ticket.ask.member)
+            if ticket.ask.budget > 0 and answer_tokens > 0:
+                await ticket.counters.charge(ticket.ask.tenant, answer_tokens)
+        except _REDIS_FAILURES as error:
+            self._redis_failed(error)
+
+    # --- Redis state ---------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Literal["redis", "in_process"]:
+        return "redis" if self._remote is not None else "in_process"
+
+    @property
+    def redis_down(self) -> bool:
+        return self._remote is not None and time.monotonic() < self._down_until
+
+    @property
+    def down_reason(self) -> str:
+        return self._down_reason
+
+    async def ping(self) -> tuple[bool, float, str]:
+        """Probes Redis (health): (reachable, ms, reason). Updates the down state."""
+        if self._remote is None:
+            return False, 0.0, "no redis_url: limits run in process"
+        started = time.perf_counter()
+        try:
+            await self._remote.ping()
+        except _REDIS_FAILURES as error:
+            self._redis_failed(error)
+            return False, (time.perf_counter() - started) * 1e3, self._down_reason
+        self._redis_ok()
+        return True, (time.perf_counter() - started) * 1e3, ""
+
+    def _counters(self) -> Counters:
+        if self._remote is None:
+            return self._local
+        if self.redis_down or (self._down_reason and self._probing):
+            return self._fallback()
+        return self._remote
+
+    def _fallback(self) -> Counters:
+        if self._settings.redis_failure_policy == "closed":
+            raise Unavailable(
+                "rate limits are unavailable: redis is unreachable", dependency="redis"
+            )
+        return self._local
+
+    def _redis_failed(self, error: BaseException) -> None:
+        if self._on_redis_failure is not None:
+            self._on_redis_failure()
+        was_down = self.redis_down
+        self._down_until = time.monotonic() + self._settings.redis_retry_s
+        self._down_reason = f"redis unreachable ({type(error).__name__})"
+        if not was_down:
+            policy = self._settings.redis_failure_policy
+            log.error(
+                "%s; policy %s: %s",
+                self._down_reason,
+                policy,
+                "limits now run per replica in process"
+                if policy == "open"
+                else "limited routes answer 503",
+            )
+
+    def _redis_ok(self) -> None:
+        if self._down_reason:
+            log.warning("redis is reachable again; limits are shared across replicas")
+        self._down_until = 0.0
+        self._down_reason = ""

@@ -1,0 +1,70 @@
+"""What every route needs, built once per app and passed to the route factories."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from groundwire_gateway import models
+from groundwire_gateway.auth import Authenticator
+from groundwire_gateway.catalog import Catalog
+from groundwire_gateway.limits import Limiter
+from groundwire_gateway.metrics import GatewayMetrics
+from groundwire_gateway.settings import GatewaySettings
+
+
+class EventStream(Protocol):
+    """One Ask call's events (``upstream.AskStream``, or a fake)."""
+
+    def __aiter__(self) -> AsyncIterator[models.AskEvent]: ...
+
+    def cancel(self) -> bool: ...
+
+
+class UpstreamApi(Protocol):
+    """The orchestrator and retriever calls the routes make (``Upstream``, or a fake)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def search(
+        self, body: models.SearchBody, collection: str
+    ) -> tuple[list[models.SearchResult], list[models.StageOut]]: ...
+
+    def ask(
+        self,
+        messages: list[models.ChatMessage],
+        collection: str,
+        filters: list[models.FieldFilter],
+        *,
+        listwise_rerank: bool = False,
+        max_agent_steps: int = 0,
+    ) -> EventStream: ...
+
+    async def list_collections(self) -> list[models.CollectionOut]: ...
+
+    async def describe_collection(self, name: str) -> models.CollectionOut: ...
+
+    async def create_collection(self, body: models.CollectionCreate) -> models.CollectionOut: ...
+
+    async def drop_collection(self, name: str) -> None: ...
+
+    async def ingest(
+        self, collection: str, body: models.IngestBody, files: list[tuple[str, bytes]]
+    ) -> models.IngestReportOut: ...
+
+    async def delete_source(self, collection: str, source_id: str) -> int: ...
+
+    async def health(self) -> dict[str, models.DependencyOut]: ...
+
+
+@dataclass(frozen=True)
+class GatewayState:
+    settings: GatewaySettings
+    upstream: UpstreamApi
+    limiter: Limiter
+    catalog: Catalog
+    auth: Authenticator
+    metrics: GatewayMetrics

@@ -1,0 +1,136 @@
+"""Acceptance: the web page in headless Chromium (Debian's /usr/bin/chromium driven by
+playwright; no browser download). Type a question, see the answer stream in (at
+least two DOM updates before done), a citation chip linking to its source, the
+sources panel and the stage inspector listing every stage."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import BrowserContext, async_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Records every change of the answer's text, and the state it ended in.
+OBSERVE = """
+() => {
+  window.__updates = [];
+  const answer = document.getElementById('answer');
+  new MutationObserver(() => {
+    window.__updates.push({text: answer.textContent, state: answer.dataset.state});
+  }).observe(answer, {childList: true, characterData: true, subtree: true,
+                      attributes: true, attributeFilter: ['data-state']});
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(gateways: Any, fake_upstream: Any) -> Any:
+    (gw,) = gateways.start(**fake_upstream.env())
+    return gw
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    assert Path(CHROMIUM).exists(), "apt-get install chromium (scripts/ci_system_deps.sh)"
+    return tmp_path / "profile"
+
+
+@pytest.fixture
+async def browser(profile: Path) -> AsyncIterator[BrowserContext]:
+    async with async_playwright() as p:
+        context = await p.chromium.launch_persistent_context(
+            str(profile),  # a fresh --user-data-dir
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+        )
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+async def test_page_streams_an_answer_with_chips_sources_and_stages(
+    browser: BrowserContext, gateway: Any, fake_upstream: Any
+) -> None:
+    page = await browser.new_page()
+    requests: list[str] = []
+    problems: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+
+    loaded = await page.goto(f"{gateway.url}/")
+    assert loaded is not None
+    assert "default-src 'self'" in (await loaded.all_headers())["content-security-policy"]
+    assert await page.title() == "Groundwire"
+    await page.evaluate(OBSERVE)
+    await page.get_by_label("Your question").fill("slow please: how do I install it?")
+    await page.get_by_role("button", name="Ask").click()
+    await page.wait_for_selector("#answer[data-state='done']", timeout=15_000)
+
+    answer = await page.inner_text("#answer")
+    assert answer == "Install it with one pip command [1]; each client gets 15 chats a minute [2]."
+    updates: list[dict[str, str]] = await page.evaluate("window.__updates")
+    before_done = []
+    for u in updates:
+        if u["state"] == "done":
+            break
+        before_done.append(u["text"])
+    partial = [t for t in dict.fromkeys(before_done) if t and t != answer]
+    assert len(partial) >= 2, f"the answer did not stream: {updates}"
+    assert all(answer.startswith(t) for t in partial)  # it grew, piece by piece
+
+    chips = page.locator("#citations a.chip")
+    assert await chips.count() == 2
+    assert await chips.nth(0).get_attribute("href") == "https://docs.example.com/install"
+    assert await chips.nth(1).get_attribute("href") == "https://docs.example.com/limits"
+    assert "[1] Install" in await chips.nth(0).inner_text()
+    assert await chips.nth(0).get_attribute("target") == "_blank"
+
+    sources = page.locator("#sources li")
+    assert await sources.count() == 3
+    assert "guide/limits.md" in await sources.nth(1).inner_text()
+
+    rows = page.locator("#stages tbody tr")
+    names = [await rows.nth(i).get_attribute("data-stage") for i in range(await rows.count())]
+    assert names == ["analysis", "retrieval", "rerank", "answer"]
+    rerank = await rows.nth(2).inner_text()
+    assert "4.2 ms" in rerank and "the reranker is unavailable" in rerank
+    assert "no" in await rows.nth(1).inner_text()
+
+    assert await page.inner_text("#status") == "Done."
+    assert not problems, problems
+    # nothing but the gateway was contacted: no CDN, no fonts, no analytics
+    assert requests and all(r.startswith(gateway.url) for r in requests), requests
+    asked = fake_upstream.orchestrator.asks[-1]
+    assert asked.question == "slow please: how do I install it?" and asked.collection == "docs"
+
+
+async def test_page_shows_errors_without_breaking(browser: BrowserContext, gateway: Any) -> None:
+    page = await browser.new_page()
+    await page.goto(f"{gateway.url}/")
+    await page.get_by_label("Your question").fill("this will fail")
+    await page.get_by_role("button", name="Ask").click()
+    await page.wait_for_selector("#answer[data-state='error']", timeout=15_000)
+    assert "the llm failed (backend_failure)" in await page.inner_text("#status")
+    # an HTTP error (unknown collection) is shown too, with its code
+    await page.locator("summary").click()
+    await page.get_by_label("Collection").fill("nope")
+    await page.get_by_label("Your question").fill("anything")
+    await page.get_by_role("button", name="Ask").click()
+    # (locators, not wait_for_function: the page's CSP forbids eval, as it should)
+    await page.locator("#status", has_text="not_found").wait_for(timeout=15_000)
+    assert await page.get_attribute("#answer", "data-state") == "error"
