@@ -115,7 +115,9 @@ def test_tokenize_pads_to_longest_in_batch(fp32_encoder: OnnxEncoder) -> None:
     assert batch.input_ids.dtype == np.int64
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
     assert not batch.token_type_ids.any()
-    hidden = fp32_encoder.infer(batch)
+    raw = fp32_encoder.infer(batch)
+    assert list(raw) == ["last_hidden_state"]
+    hidden = raw["last_hidden_state"]
     assert hidden.dtype == np.float32 and hidden.shape == (2, 5, 384)
 
 

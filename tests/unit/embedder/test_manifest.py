@@ -51,6 +51,8 @@ def test_round_trip_non_defaults(tmp_path: Path) -> None:
         quantized=True,
         onnx_file="model_int8.onnx",
         input_names=("input_ids", "attention_mask"),
+        multi_vector_dims=1024,
+        sparse_ignored_ids=(0, 1, 2, 3),
     )
     manifest.save(tmp_path)
     assert ModelManifest.load(tmp_path) == manifest
@@ -119,6 +121,12 @@ def test_unparseable_json_is_invalid_input(tmp_path: Path) -> None:
         (lambda d: d.update(profile=""), "profile"),
         (lambda d: d.update(colour="blue"), "colour"),
         (lambda d: d.update(manifest_version=99), "manifest_version"),
+        (lambda d: d.update(multi_vector_dims=-1), "multi_vector_dims"),
+        (lambda d: d.update(multi_vector_dims=64), "multi_vector_dims"),
+        (lambda d: d.update(outputs=["dense", "multi_vector"]), "multi_vector_dims"),
+        (lambda d: d.update(sparse_ignored_ids=[0, "1"]), "sparse_ignored_ids"),
+        (lambda d: d.update(sparse_ignored_ids=[-1]), "sparse_ignored_ids"),
+        (lambda d: d.update(sparse_ignored_ids=3), "sparse_ignored_ids"),
     ],
 )
 def test_malformed_manifest_is_invalid_input(tmp_path: Path, mutate: Any, expected: str) -> None:

@@ -1,11 +1,27 @@
-"""A bounded queue in front of one model, batched by a token budget.
+"""A bounded queue in front of one model, batched by a token budget, run as a pipeline.
 
 Shared by the embedder (texts) and the reranker (query-passage pairs). No gRPC here.
-Requests join a bounded queue (full -> Overloaded at once, with a retry-after); one
-batcher task drains it, packs requests into one model batch within the token and
-item budgets, and runs the backend's three steps in worker threads: tokenize (pre),
-infer (core), postprocess (post). Each request gets its own items' results with its
-queue and inference times.
+
+Requests join a bounded queue (full -> Overloaded at once, with a retry-after). Two
+tasks drain it as a three-step pipeline over two dedicated worker threads:
+
+* the *former* packs queued requests into one batch within the token and item budgets,
+  sorts the batch's items by estimated length and cuts them into buckets, so short
+  texts are not padded to the longest one, and tokenizes every bucket (pre) on the
+  pre/post thread. It prepares at most one batch ahead: the next batch is tokenized
+  while the current one runs;
+* the *runner* runs the model on each bucket (core) on the core thread, then hands the
+  batch to post-processing (post, on the pre/post thread) and starts the next batch's
+  inference straight away.
+
+Batches of at most ``INLINE_TOKENS`` estimated tokens (a query or two) skip the pre/post
+thread: their pre and post steps cost less than the thread hops, so they run on the
+event loop and only the model call leaves it.
+
+Each request gets its own items' results, in order, with its token counts, the time
+its batch spent in the model's three steps (``inference_ms``) and the rest of its time
+inside the engine (``queue_ms``). A request whose caller went away before its batch
+formed is dropped unrun.
 """
 
 from __future__ import annotations
@@ -13,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -25,6 +42,15 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
 ResultT_co = TypeVar("ResultT_co", covariant=True)
+R = TypeVar("R")
+
+# A bucket is cut when padding would exceed this share of its padded tokens...
+MAX_PADDING_SHARE = 0.25
+# ...and this many padded tokens: below it another model call costs more than it saves.
+MIN_PADDING_TOKENS = 64
+# Batches this small are tokenized and post-processed on the event loop: that takes less
+# time than two hops to a worker thread and back (a single query is the common case).
+INLINE_TOKENS = 256
 
 
 class Backend(Protocol[ItemT_contra, ResultT_co]):
@@ -34,7 +60,7 @@ class Backend(Protocol[ItemT_contra, ResultT_co]):
         """Loads the model (blocking; called in a worker thread)."""
 
     def estimate_tokens(self, item: ItemT_contra) -> int:
-        """Padded length estimate before tokenizing, for packing batches."""
+        """Padded length estimate before tokenizing, for packing batches and buckets."""
         ...
 
     def tokenize(self, items: Sequence[ItemT_contra]) -> Any:
@@ -67,6 +93,63 @@ class _Job(Generic[ItemT, ResultT]):
     future: asyncio.Future[BatchResult[ResultT]] = field(repr=False)
 
 
+@dataclass(eq=False)
+class _Batch(Generic[ItemT, ResultT]):
+    """One model batch on its way through the pipeline."""
+
+    jobs: list[_Job[ItemT, ResultT]]
+    buckets: list[list[int]]  # indices into the batch's items, one list per model call
+    tokenized: list[Any] = field(default_factory=list)
+    raw: list[Any] = field(default_factory=list)
+    work_ms: float = 0.0  # pre + core + post
+    inline: bool = False  # small enough for pre and post on the event loop
+
+    @property
+    def size(self) -> int:
+        return sum(len(b) for b in self.buckets)
+
+
+def _clocked(fn: Callable[..., R], *args: Any) -> tuple[R, float]:
+    """``fn(*args)`` and its duration in ms, measured on the thread that runs it."""
+    started = time.perf_counter()
+    result = fn(*args)
+    return result, (time.perf_counter() - started) * 1e3
+
+
+def plan_buckets(
+    estimates: Sequence[int],
+    *,
+    max_tokens: int,
+    max_padding_share: float = MAX_PADDING_SHARE,
+    min_padding_tokens: int = MIN_PADDING_TOKENS,
+) -> list[list[int]]:
+    """Split items into model calls by estimated length: indices, shortest first.
+
+    Items are sorted by length; a bucket grows while its padding stays under
+    ``max_padding_share`` of its padded tokens (or under ``min_padding_tokens``) and its
+    padded size under ``max_tokens``. One item always fits.
+    """
+    order = sorted(range(len(estimates)), key=lambda i: estimates[i])
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in order:
+        length = max(1, estimates[i])
+        padded = (len(current) + 1) * length  # sorted: this item is the bucket's longest
+        waste = padded - (real + length)
+        if current and (
+            padded > max_tokens
+            or (waste > max_padding_share * padded and waste > min_padding_tokens)
+        ):
+            buckets.append(current)
+            current, real = [], 0
+        current.append(i)
+        real += length
+    if current:
+        buckets.append(current)
+    return buckets
+
+
 class BatchingEngine(Generic[ItemT, ResultT]):
     """Serves one backend behind a bounded queue with token-budget batching."""
 
@@ -86,7 +169,13 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._max_batch_items = max_batch_items
         self._queue: asyncio.Queue[_Job[ItemT, ResultT]] = asyncio.Queue(maxsize=max_queue)
         self._warm_up = list(warm_up)
-        self._worker: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._finishing: set[asyncio.Task[None]] = set()
+        self._in_flight: set[_Batch[ItemT, ResultT]] = set()
+        self._prepared: asyncio.Queue[_Batch[ItemT, ResultT]] | None = None
+        self._ahead: asyncio.Semaphore | None = None
+        self._pre_post: ThreadPoolExecutor | None = None
+        self._core: ThreadPoolExecutor | None = None
         self._ready = False
         self._recent_ms_per_item: list[float] = []
 
@@ -104,27 +193,42 @@ class BatchingEngine(Generic[ItemT, ResultT]):
 
     @property
     def ms_per_item(self) -> float:
-        """Median inference milliseconds per item over recent batches (0 if none)."""
+        """Median model milliseconds per item over recent batches (0 if none)."""
         recent = sorted(self._recent_ms_per_item)
         return recent[len(recent) // 2] if recent else 0.0
 
     async def start(self) -> None:
         """Loads the model and runs the warm-up items; raises if loading fails."""
-        await asyncio.to_thread(self._backend.load)
+        self._pre_post = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-pre-post")
+        self._core = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-core")
+        await self._in(self._core, self._backend.load)
         if self._warm_up:
-            await asyncio.to_thread(self._run_steps, self._warm_up)
-        self._worker = asyncio.create_task(self._run(), name=f"{self._name}-batcher")
+            await self._in(self._core, self._run_all_steps, self._warm_up)
+        self._prepared = asyncio.Queue(maxsize=1)
+        self._ahead = asyncio.Semaphore(1)
+        self._tasks = [
+            asyncio.create_task(self._form(), name=f"{self._name}-former"),
+            asyncio.create_task(self._run(), name=f"{self._name}-runner"),
+        ]
         self._ready = True
 
     async def stop(self) -> None:
+        """Stops the pipeline; requests still waiting fail with Unavailable."""
         self._ready = False
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._finishing, return_exceptions=True)
+        self._tasks = []
+        gone = Unavailable(f"the {self._name} is shutting down")
         while not self._queue.empty():
-            job = self._queue.get_nowait()
-            if not job.future.done():
-                job.future.set_exception(Unavailable(f"the {self._name} is shutting down"))
+            self._fail(self._queue.get_nowait().future, gone)
+        for batch in [*self._in_flight]:  # formed, tokenized or running: never answered
+            for job in batch.jobs:
+                self._fail(job.future, gone)
+        self._in_flight.clear()
+        for pool in (self._pre_post, self._core):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, items: Sequence[ItemT]) -> BatchResult[ResultT]:
         """Runs ``items`` through the model, in order.
@@ -146,61 +250,189 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         except asyncio.QueueFull:
             raise Overloaded(
                 f"the {self._name} queue is full ({self._queue.maxsize} requests)",
-                retry_after_s=max(0.1, self.ms_per_item * self._queue.maxsize / 1000),
+                retry_after_s=self._retry_after_s(),
             ) from None
         return await job.future
 
-    def _take_batch(self, first: _Job[ItemT, ResultT]) -> list[_Job[ItemT, ResultT]]:
-        """``first`` plus queued jobs while the batch stays within both budgets."""
-        jobs = [first]
-        n_items = len(first.items)
-        longest = max(self._backend.estimate_tokens(t) for t in first.items)
-        while not self._queue.empty():
-            nxt = self._queue._queue[0]  # type: ignore[attr-defined]  # peek: no public API
-            nxt_longest = max(longest, *(self._backend.estimate_tokens(t) for t in nxt.items))
-            total = n_items + len(nxt.items)
-            if total > self._max_batch_items or nxt_longest * total > self._max_batch_tokens:
-                break
-            jobs.append(self._queue.get_nowait())
-            n_items, longest = total, nxt_longest
-        return jobs
+    def _retry_after_s(self) -> float:
+        """About the time the queued items take to run, at least 0.1 s."""
+        queued: Sequence[_Job[ItemT, ResultT]] = self._queue._queue  # type: ignore[attr-defined]
+        waiting = sum(len(job.items) for job in queued)
+        return round(max(0.1, self.ms_per_item * waiting / 1000), 3)
 
-    def _run_steps(self, items: list[ItemT]) -> tuple[Sequence[ResultT], list[int]]:
-        batch = self._backend.tokenize(items)
-        raw = self._backend.infer(batch)
-        return self._backend.postprocess(batch, raw), self._backend.token_counts(batch)
+    # -- the former: pack, bucket, tokenize ----------------------------------------------
+
+    async def _form(self) -> None:
+        assert self._prepared is not None and self._ahead is not None
+        while True:
+            await self._ahead.acquire()  # released when the runner takes a batch
+            first = await self._next_live_job()
+            batch: _Batch[ItemT, ResultT] = _Batch(jobs=[first], buckets=[])
+            self._in_flight.add(batch)
+            try:
+                self._take_batch(batch)
+                items = [item for job in batch.jobs for item in job.items]
+                if batch.inline:
+                    batch.tokenized, ms = _clocked(self._tokenize_buckets, items, batch.buckets)
+                else:
+                    batch.tokenized, ms = await self._in(
+                        self._pre_post, _clocked, self._tokenize_buckets, items, batch.buckets
+                    )
+            except Exception as error:  # a failed batch fails its requests, not the server
+                self._fail_batch(batch, error, "tokenizing")
+                self._ahead.release()
+                continue
+            batch.work_ms += ms
+            await self._prepared.put(batch)
+
+    async def _next_live_job(self) -> _Job[ItemT, ResultT]:
+        while True:
+            job = await self._queue.get()
+            if not job.future.done():  # its caller may have gone away while it waited
+                return job
+
+    def _take_batch(self, batch: _Batch[ItemT, ResultT]) -> None:
+        """Adds queued jobs to ``batch`` while it stays within both budgets; plans buckets."""
+        estimate = self._backend.estimate_tokens
+        estimates = [estimate(item) for item in batch.jobs[0].items]
+        tokens = sum(estimates)
+        while not self._queue.empty():
+            nxt: _Job[ItemT, ResultT] = self._queue._queue[0]  # type: ignore[attr-defined]
+            if nxt.future.done():
+                self._queue.get_nowait()
+                continue
+            more = [estimate(item) for item in nxt.items]
+            if (
+                len(estimates) + len(more) > self._max_batch_items
+                or tokens + sum(more) > self._max_batch_tokens
+            ):
+                break
+            batch.jobs.append(self._queue.get_nowait())
+            estimates.extend(more)
+            tokens += sum(more)
+        batch.buckets = plan_buckets(estimates, max_tokens=self._max_batch_tokens)
+        batch.inline = tokens <= INLINE_TOKENS
+
+    def _tokenize_buckets(self, items: list[ItemT], buckets: list[list[int]]) -> list[Any]:
+        return [self._backend.tokenize([items[i] for i in bucket]) for bucket in buckets]
+
+    # -- the runner: infer, then hand over to post-processing --------------------------
 
     async def _run(self) -> None:
+        assert self._prepared is not None and self._ahead is not None
         while True:
-            first = await self._queue.get()
-            jobs = self._take_batch(first)
-            items = [t for j in jobs for t in j.items]
-            started = time.perf_counter()
-            try:
-                results, tokens = await asyncio.to_thread(self._run_steps, items)
-            except Exception as error:  # a failed batch fails its requests, not the server
-                log.exception("%s failed on a batch of %d items", self._name, len(items))
-                failure = (
-                    error
-                    if isinstance(error, GroundwireError)
-                    else Unavailable(f"the {self._name} model failed on this batch")
-                )
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(failure)
+            batch = await self._prepared.get()
+            self._ahead.release()
+            if all(job.future.done() for job in batch.jobs):
+                self._in_flight.discard(batch)
                 continue
-            inference_ms = (time.perf_counter() - started) * 1e3
-            self._recent_ms_per_item = [*self._recent_ms_per_item[-31:], inference_ms / len(items)]
-            offset = 0
-            for job in jobs:
-                n = len(job.items)
-                if not job.future.done():  # the caller may have gone away
-                    job.future.set_result(
-                        BatchResult(
-                            results=list(results[offset : offset + n]),
-                            tokens=tokens[offset : offset + n],
-                            queue_ms=(started - job.enqueued) * 1e3,
-                            inference_ms=inference_ms,
-                        )
+            try:
+                batch.raw, ms = await self._in(
+                    self._core, _clocked, self._infer_buckets, batch.tokenized
+                )
+            except Exception as error:
+                self._fail_batch(batch, error, "running")
+                continue
+            batch.work_ms += ms
+            self._recent_ms_per_item = [*self._recent_ms_per_item[-31:], ms / batch.size]
+            log.debug(
+                "%s batch: %d requests, %d items in %d buckets, %.1f ms model",
+                self._name,
+                len(batch.jobs),
+                batch.size,
+                len(batch.buckets),
+                ms,
+            )
+            if batch.inline:
+                try:
+                    post = _clocked(self._postprocess, batch)
+                except Exception as error:
+                    self._fail_batch(batch, error, "post-processing")
+                    continue
+                self._deliver(batch, post)
+                continue
+            task = asyncio.create_task(self._finish(batch))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+
+    def _infer_buckets(self, tokenized: list[Any]) -> list[Any]:
+        return [self._backend.infer(part) for part in tokenized]
+
+    async def _finish(self, batch: _Batch[ItemT, ResultT]) -> None:
+        try:
+            done = await self._in(self._pre_post, _clocked, self._postprocess, batch)
+        except Exception as error:
+            self._fail_batch(batch, error, "post-processing")
+            return
+        self._deliver(batch, done)
+
+    def _deliver(
+        self,
+        batch: _Batch[ItemT, ResultT],
+        post: tuple[tuple[list[ResultT], list[int]], float],
+    ) -> None:
+        """Answers each request of ``batch`` with its slice of the results."""
+        (results, tokens), ms = post
+        self._in_flight.discard(batch)
+        batch.work_ms += ms
+        done = time.perf_counter()
+        offset = 0
+        for job in batch.jobs:
+            n = len(job.items)
+            if not job.future.done():  # the caller may have gone away
+                job.future.set_result(
+                    BatchResult(
+                        results=results[offset : offset + n],
+                        tokens=tokens[offset : offset + n],
+                        queue_ms=max(0.0, (done - job.enqueued) * 1e3 - batch.work_ms),
+                        inference_ms=batch.work_ms,
                     )
-                offset += n
+                )
+            offset += n
+
+    def _postprocess(self, batch: _Batch[ItemT, ResultT]) -> tuple[list[ResultT], list[int]]:
+        """Post-processes every bucket and puts results back in the batch's item order."""
+        results: list[Any] = [None] * batch.size
+        tokens = [0] * batch.size
+        for bucket, tokenized, raw in zip(batch.buckets, batch.tokenized, batch.raw, strict=True):
+            outputs = self._backend.postprocess(tokenized, raw)
+            counts = self._backend.token_counts(tokenized)
+            for position, index in enumerate(bucket):
+                results[index] = outputs[position]
+                tokens[index] = counts[position]
+        return results, tokens
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _run_all_steps(self, items: list[ItemT]) -> None:
+        """The three steps in one thread (warm-up)."""
+        buckets = plan_buckets(
+            [self._backend.estimate_tokens(i) for i in items], max_tokens=self._max_batch_tokens
+        )
+        for part in self._tokenize_buckets(items, buckets):
+            self._backend.postprocess(part, self._backend.infer(part))
+
+    async def _in(self, pool: ThreadPoolExecutor | None, fn: Callable[..., R], *args: Any) -> R:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    def _fail_batch(self, batch: _Batch[ItemT, ResultT], error: Exception, step: str) -> None:
+        self._in_flight.discard(batch)
+        if isinstance(error, GroundwireError):
+            log.warning("%s failed %s a batch: %s", self._name, step, error.message)
+            failure: Exception = error
+        else:
+            log.error(
+                "%s failed %s a batch of %d requests",
+                self._name,
+                step,
+                len(batch.jobs),
+                exc_info=(type(error), error, error.__traceback__),
+            )
+            failure = Unavailable(f"the {self._name} model failed on this batch")
+        for job in batch.jobs:
+            self._fail(job.future, failure)
+
+    @staticmethod
+    def _fail(future: asyncio.Future[Any], error: Exception) -> None:
+        if not future.done():
+            future.set_exception(error)

@@ -15,7 +15,12 @@ import numpy as np
 
 from groundwire_core.batching import BatchingEngine
 from groundwire_embedder.models.manifest import ModelManifest
-from groundwire_embedder.models.onnx_backend import EncodedBatch, EncoderOutput
+from groundwire_embedder.models.onnx_backend import (
+    EncodedBatch,
+    EncoderOutput,
+    GraphOutputs,
+    SparseWeights,
+)
 
 # Characters kept per text before tokenizing: a token is rarely longer than 16
 # characters, so this never cuts text the model would have seen, and a 1 MB text
@@ -33,9 +38,9 @@ class Encoder(Protocol):
 
     def tokenize(self, texts: Sequence[str]) -> EncodedBatch: ...
 
-    def infer(self, batch: EncodedBatch) -> np.ndarray: ...
+    def infer(self, batch: EncodedBatch) -> GraphOutputs: ...
 
-    def postprocess(self, batch: EncodedBatch, hidden: np.ndarray) -> EncoderOutput: ...
+    def postprocess(self, batch: EncodedBatch, raw: GraphOutputs) -> EncoderOutput: ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
@@ -44,9 +49,9 @@ class Encoder(Protocol):
 class TextVectors:
     """The vectors of one text."""
 
-    dense: np.ndarray
-    sparse: dict[int, float] | None
-    multi_vector: np.ndarray | None
+    dense: np.ndarray  # float32 [dense_dims]
+    sparse: SparseWeights | None
+    multi_vector: np.ndarray | None  # float32 [tokens - 1, multi_vector_dims]
 
 
 class EncoderBackend:
@@ -69,10 +74,10 @@ class EncoderBackend:
     def token_counts(self, batch: EncodedBatch) -> list[int]:
         return list(batch.token_counts)
 
-    def infer(self, batch: EncodedBatch) -> np.ndarray:
+    def infer(self, batch: EncodedBatch) -> GraphOutputs:
         return self.encoder.infer(batch)
 
-    def postprocess(self, batch: EncodedBatch, raw: np.ndarray) -> list[TextVectors]:
+    def postprocess(self, batch: EncodedBatch, raw: GraphOutputs) -> list[TextVectors]:
         out = self.encoder.postprocess(batch, raw)
         return [
             TextVectors(

@@ -11,7 +11,7 @@ import grpc
 from groundwire.common.v1 import common_pb2
 from groundwire.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from groundwire_core.errors import InvalidInput, Unavailable
-from groundwire_embedder.engine import Encoder, build_engine
+from groundwire_embedder.engine import Encoder, TextVectors, build_engine
 from groundwire_embedder.models.onnx_backend import OnnxEncoder
 from groundwire_embedder.settings import EmbedderSettings
 
@@ -36,6 +36,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             settings.model_dir,
             intra_op_threads=settings.intra_op_threads,
             inter_op_threads=settings.inter_op_threads,
+            allow_spinning=settings.ort_allow_spinning,
         )
         self._engine = build_engine(
             self._encoder,
@@ -59,20 +60,10 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
         started = time.perf_counter()
         wanted = self._outputs(request)
         result = await self._engine.submit(list(request.texts))
-        max_tokens = self._encoder.manifest.max_tokens
-        embeddings = []
-        for vectors, tokens in zip(result.results, result.tokens, strict=True):
-            emb = embedder_pb2.Embedding(tokens=tokens, truncated=tokens >= max_tokens)
-            if "dense" in wanted:
-                emb.dense.values.extend(vectors.dense.tolist())
-            if "sparse" in wanted and vectors.sparse is not None:
-                weights = sorted(vectors.sparse.items())
-                emb.sparse.indices.extend(k for k, _ in weights)
-                emb.sparse.values.extend(v for _, v in weights)
-            if "multi_vector" in wanted and vectors.multi_vector is not None:
-                for row in vectors.multi_vector:
-                    emb.multi_vector.add().values.extend(row.tolist())
-            embeddings.append(emb)
+        embeddings = [
+            _embedding(vectors, tokens, wanted, self._encoder.manifest.max_tokens)
+            for vectors, tokens in zip(result.results, result.tokens, strict=True)
+        ]
         return embedder_pb2.EmbedResponse(
             embeddings=embeddings,
             total_tokens=sum(result.tokens),
@@ -117,8 +108,31 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             model_id=m.model_id,
             profile=m.profile,
             dense_dims=m.dense_dims,
+            multi_vector_dims=m.multi_vector_dims,
             max_tokens=m.max_tokens,
             outputs=[OUTPUT_ENUMS[o] for o in m.outputs if o in OUTPUT_ENUMS],
             quantized=m.quantized,
             max_batch_texts=self._engine.max_batch_items,
         )
+
+
+def _embedding(
+    vectors: TextVectors, tokens: int, wanted: set[str], max_tokens: int
+) -> embedder_pb2.Embedding:
+    """One text's vectors as a message; floats go in as lists (no per-float Python work)."""
+    dense = sparse = multi_vector = None
+    if "dense" in wanted:
+        dense = common_pb2.DenseVector(values=vectors.dense.tolist())
+    if "sparse" in wanted and vectors.sparse is not None:
+        sparse = common_pb2.SparseVector(
+            indices=vectors.sparse.indices.tolist(), values=vectors.sparse.values.tolist()
+        )
+    if "multi_vector" in wanted and vectors.multi_vector is not None:
+        multi_vector = [common_pb2.DenseVector(values=row) for row in vectors.multi_vector.tolist()]
+    return embedder_pb2.Embedding(
+        dense=dense,
+        sparse=sparse,
+        multi_vector=multi_vector,
+        tokens=tokens,
+        truncated=tokens >= max_tokens,
+    )

@@ -18,7 +18,24 @@ class RerankerSettings(ServiceSettings):
     port: int = Field(50052, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
     model_dir: Path | None = Field(
         None,
-        description="Folder with a cross-encoder built by `groundwire models build`; unset = "
-        "no model: the service runs, reports ready=false, and callers use fused order.",
+        description="Folder with a cross-encoder built by `groundwire models build "
+        "bge-reranker-v2-m3` (or `cross-encoder`); unset = no model: the service runs, "
+        "reports ready=false, and callers use fused order.",
+    )
+    intra_op_threads: int = Field(
+        0, ge=0, description="ONNX Runtime intra-op threads; 0 = all cores."
+    )
+    max_batch_tokens: int = Field(
+        16384,
+        ge=256,
+        description="Token budget for packing queued requests into one model batch "
+        "(pairs x padded length); one request is never split.",
     )
     max_batch_passages: int = Field(256, ge=1, description="Most passages in one Rerank call.")
+    max_queue: int = Field(
+        16,
+        ge=1,
+        description="Rerank requests waiting at most; beyond it Rerank answers "
+        "RESOURCE_EXHAUSTED at once. Small: a caller's rerank deadline is short, and "
+        "queued work past it is wasted.",
+    )

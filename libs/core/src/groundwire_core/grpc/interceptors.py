@@ -3,7 +3,9 @@
 Server side (:class:`ServerRuntimeInterceptor`): binds the caller's request id and
 deadline to the task, logs one line per RPC, and maps errors to gRPC status exactly
 once (a GroundwireError keeps its code; anything else becomes INTERNAL with a
-generic message while the traceback goes to the log only).
+generic message while the traceback goes to the log only). A request body that does
+not parse (corrupt wire format, invalid UTF-8 in a string field) is INVALID_ARGUMENT,
+not grpc's UNKNOWN with the parser's exception text.
 
 Client side (:class:`ClientContextInterceptor`): every outgoing call carries the
 current request id and a timeout no later than the caller's own deadline.
@@ -27,7 +29,7 @@ from groundwire_core.context import (
     request_scope,
     time_remaining,
 )
-from groundwire_core.errors import DeadlineExceeded, GroundwireError
+from groundwire_core.errors import DeadlineExceeded, GroundwireError, InvalidInput
 from groundwire_core.grpc.errors import to_status
 
 log = logging.getLogger("groundwire.rpc")
@@ -48,6 +50,42 @@ async def _abort(context: grpc.aio.ServicerContext, error: GroundwireError) -> N
     await context.abort(status, details)
 
 
+class _MalformedRequest:
+    """Stands in for a request body that did not deserialize; the handler rejects it."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` that returns a _MalformedRequest instead of raising.
+
+    grpc answers a raising deserializer with UNKNOWN and the exception's text; this
+    lets the handler answer INVALID_ARGUMENT through the one error mapping.
+    """
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # protobuf's DecodeError, or anything a parser raises
+            # DecodeError reads "Error parsing message with type 'X': <reason>"
+            reason = str(exc).rsplit(": ", 1)[-1] if "parsing message" in str(exc) else ""
+            return _MalformedRequest(reason or type(exc).__name__)
+
+    return deserialize
+
+
+def _reject_malformed(method: str, request: Any) -> None:
+    if isinstance(request, _MalformedRequest):
+        raise InvalidInput(
+            f"the request to {method} is not a valid protobuf message ({request.reason})"
+        )
+
+
 class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
     """Request ids, deadlines, one log line per RPC, and the error mapping."""
 
@@ -63,13 +101,13 @@ class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -80,6 +118,7 @@ class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
     ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
             async with _rpc_scope(method, context):
+                _reject_malformed(method, request)
                 return await inner(request, context)
 
         return handle
@@ -90,6 +129,7 @@ class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
     ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             async with _rpc_scope(method, context):
+                _reject_malformed(method, request)
                 async for item in inner(request, context):
                     yield item
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from groundwire_core.errors import AlreadyExists, InvalidInput
 from groundwire_embedder.models.manifest import MANIFEST_FILE
@@ -75,9 +76,10 @@ def _swap_in(staging: Path, out_dir: Path) -> None:
 
 
 # Imported after BuildReport/staging_dir, which the profile modules import from here.
+from groundwire_embedder.export.bge_m3 import build_bge_m3  # noqa: E402
 from groundwire_embedder.export.minilm import build_minilm  # noqa: E402
 
-PROFILES: dict[str, Callable[..., BuildReport]] = {"minilm": build_minilm}
+PROFILES: dict[str, Callable[..., BuildReport]] = {"minilm": build_minilm, "bge-m3": build_bge_m3}
 
 
 def build_profile(
@@ -87,14 +89,26 @@ def build_profile(
     int8: bool = False,
     source: Path | None = None,
     log: Callable[[str], None] = print,
+    **options: Any,
 ) -> BuildReport:
-    """Build the named profile into ``out_dir`` (atomically)."""
+    """Build the named profile into ``out_dir`` (atomically).
+
+    ``options`` go to the profile's builder (e.g. ``external_data`` for bge-m3). Raises
+    InvalidInput for an unknown profile, and whatever the profile's builder raises.
+    """
     builder = PROFILES.get(name)
     if builder is None:
         raise InvalidInput(
             f"unknown model profile {name!r}; known profiles: {', '.join(sorted(PROFILES))}"
         )
-    return builder(out_dir, int8=int8, source=source, log=log)
+    return builder(out_dir, int8=int8, source=source, log=log, **options)
 
 
-__all__ = ["PROFILES", "BuildReport", "build_minilm", "build_profile", "staging_dir"]
+__all__ = [
+    "PROFILES",
+    "BuildReport",
+    "build_bge_m3",
+    "build_minilm",
+    "build_profile",
+    "staging_dir",
+]

@@ -14,7 +14,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +22,8 @@ from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
 from groundwire_embedder.export import BuildReport, staging_dir
-from groundwire_embedder.export.quantize import cosine_stats, quantize_int8
+from groundwire_embedder.export.quantize import cosine_stats, quantize_model_dir
+from groundwire_embedder.export.sample_text import SAMPLE_SENTENCES
 from groundwire_embedder.models.manifest import ModelManifest
 from groundwire_embedder.models.onnx_backend import HIDDEN_OUTPUT, OnnxEncoder
 
@@ -36,52 +36,6 @@ MAX_ABS_DIFF_LIMIT = 1e-3
 # An int8 build whose embeddings drift further than this from fp32 is refused.
 INT8_MIN_COSINE_MEAN = 0.98
 
-# Our own sentences, varied in topic and length: the parity and quantization checks.
-SAMPLE_SENTENCES: tuple[str, ...] = (
-    "The quick brown fox jumps over the lazy dog.",
-    "How do I reset my password if I no longer have access to my email?",
-    "Quarterly revenue grew by twelve percent, driven mostly by subscriptions.",
-    "The mitochondria is the part of the cell that produces most of its energy.",
-    "Please restart the ingestion worker after changing the chunk size.",
-    "A light rain fell over the harbour while the fishing boats came back in.",
-    "Vector databases index embeddings so that nearest neighbours can be found quickly.",
-    "She plays the cello in a string quartet on Thursday evenings.",
-    "Error 503: the upstream service is temporarily unavailable.",
-    "Bake the bread at two hundred degrees for about forty minutes.",
-    "The treaty was signed in 1648, ending decades of war in central Europe.",
-    "Can I return a pair of shoes that I have already worn outside?",
-    "Photosynthesis turns sunlight, water and carbon dioxide into sugar and oxygen.",
-    "Our team decided to migrate the billing system to a managed Postgres instance.",
-    "The referee blew the whistle and the stadium erupted in cheers.",
-    "Hi!",
-    "Gradient descent updates the weights in the direction that lowers the loss.",
-    "My flight was delayed by three hours because of fog at the airport.",
-    "The library extends its opening hours during the exam period.",
-    "Add a pinch of salt and stir until the sauce thickens.",
-    "Interest rates were left unchanged at the central bank's latest meeting.",
-    "The hikers reached the summit just before the storm rolled in.",
-    "Use a connection pool so that each request does not open a new socket.",
-    "Children learn languages faster when they hear them spoken at home.",
-    "The museum's new exhibition focuses on early photography and the daguerreotype.",
-    "What is the difference between a virus and a bacterium?",
-    "The contract renews automatically unless either party gives thirty days' notice.",
-    "Low tide uncovered a field of rock pools full of crabs and anemones.",
-    "Kubernetes restarts a container when its liveness probe keeps failing.",
-    "He apologised for the misunderstanding and offered to pay for the damage.",
-    "The orchestra tuned their instruments as the audience took their seats.",
-    "Solar panels produce less electricity in winter because the days are shorter.",
-    "Refunds are issued to the original payment method within five business days.",
-    "The old lighthouse keeper kept a diary of every ship that passed the point.",
-    "Caching the tokenizer output avoids repeating work for identical queries.",
-    "Volcanic ash can ground flights across an entire continent for days.",
-    "A good night's sleep improves memory, mood and concentration.",
-    "The detective noticed that the clock on the mantelpiece had stopped at midnight.",
-    "Retrieval-augmented generation grounds a language model's answer in documents "
-    "fetched at query time, so the answer can cite its sources and stay current.",
-    "Once upon a time, in a village at the edge of a great forest, there lived a "
-    "woodcutter and his two children, who often wandered among the tall pines "
-    "collecting mushrooms, berries and stories to tell when the winter nights grew long.",
-)
 PARITY_COUNT = 16  # sentences compared with PyTorch at build time
 
 
@@ -165,11 +119,8 @@ def build_minilm(
         if int8:
             fp32_dense = fp32.encode(list(SAMPLE_SENTENCES)).dense
             del fp32  # release the session before the file moves
-            fp32_path = Path(scratch) / "model.fp32.onnx"
-            shutil.move(stage / "model.onnx", fp32_path)
             t0 = time.perf_counter()
-            quantize_int8(fp32_path, stage / "model.onnx")
-            replace(manifest, quantized=True).save(stage)
+            quantize_model_dir(stage, Path(scratch), manifest)
             log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
             int8_encoder = OnnxEncoder(stage)
             int8_encoder.load()

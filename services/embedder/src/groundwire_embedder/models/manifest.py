@@ -3,7 +3,9 @@
 A model directory holds ``groundwire-model.json`` (this manifest), the ONNX graph and the
 ``tokenizer.json``. The embedder reads only this directory at run time: no Hugging Face
 config, no torch. The manifest is the single place that says how to pool the encoder's
-output, whether to normalise it, how many tokens to keep and which inputs the graph takes.
+output, whether to normalise it, how many tokens to keep, which inputs the graph takes and,
+for models with lexical and late-interaction heads (BGE-M3), the ColBERT width and the token
+ids the sparse output leaves out.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class ModelManifest:
     tokenizer_file: str = "tokenizer.json"
     quantized: bool = False
     input_names: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+    # Width of each ColBERT vector; 0 for models without the multi_vector output.
+    multi_vector_dims: int = 0
+    # Token ids never reported in the sparse output (BGE-M3: cls, eos, pad, unk).
+    sparse_ignored_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         # Validate on construction, so a bad manifest is never written nor served.
@@ -85,6 +91,7 @@ class ModelManifest:
         data: dict[str, Any] = {"manifest_version": MANIFEST_VERSION, **asdict(self)}
         data["outputs"] = list(self.outputs)
         data["input_names"] = list(self.input_names)
+        data["sparse_ignored_ids"] = list(self.sparse_ignored_ids)
         text = json.dumps(data, indent=2, sort_keys=False) + "\n"
         fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", dir=model_dir)
         try:
@@ -116,11 +123,11 @@ class ModelManifest:
         unknown = sorted(data.keys() - names)
         if unknown:
             raise InvalidInput(f"unknown field(s) {', '.join(unknown)}")
-        for key in ("outputs", "input_names"):
+        for key in ("outputs", "input_names", "sparse_ignored_ids"):
             if key in data:
                 value = data[key]
                 if not isinstance(value, list):
-                    raise InvalidInput(f"{key} must be a list of strings")
+                    raise InvalidInput(f"{key} must be a list")
                 data[key] = tuple(value)
         return cls(**data)
 
@@ -147,6 +154,18 @@ def _validate(m: ModelManifest) -> None:
     _check_names("input_names", m.input_names, KNOWN_INPUTS)
     if "input_ids" not in m.input_names:
         raise InvalidInput("input_names must include input_ids")
+    dims = m.multi_vector_dims
+    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 0:
+        raise InvalidInput("multi_vector_dims must be a non-negative integer")
+    if ("multi_vector" in m.outputs) != (dims > 0):
+        raise InvalidInput(
+            "multi_vector_dims must be positive exactly when outputs include multi_vector"
+        )
+    ignored = m.sparse_ignored_ids
+    if not isinstance(ignored, tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ignored
+    ):
+        raise InvalidInput("sparse_ignored_ids must be a list of non-negative token ids")
 
 
 def _check_names(field: str, values: object, known: tuple[str, ...]) -> None:

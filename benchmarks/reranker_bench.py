@@ -1,0 +1,353 @@
+"""Reranker benchmark: Rerank latency through gRPC against a bare ONNX Runtime session.
+
+MECHANICS CHECK ONLY. No cross-encoder weights can be downloaded where this runs, so the
+models are tiny, randomly initialised cross-encoders of the real architectures (an
+XLM-RoBERTa classifier as bge-reranker-v2-m3, a BERT classifier as the ms-marco
+cross-encoders; two layers, hidden size 32, 128-token pairs) built with the project's
+export command. The figures show what the service adds around the model (gRPC,
+queueing, tokenization, bucketing), not what a real reranker costs: a real one spends
+far more time in the model itself.
+
+For each model in fp32 and int8, in one run on one machine, with a query from
+``samples/questions.txt`` and passages cut from ``samples/corpus``:
+
+* ``grpc``    — p50/p95 of one ``Rerank`` call with 20, 50 and 100 candidates, one call
+  after another, to a separate ``python -m groundwire_reranker`` process;
+* ``ort``     — the bare ``onnxruntime.InferenceSession.run`` on the same pairs,
+  pre-tokenized and padded as one batch, with the same thread settings;
+* ``ort+tok`` — the same, tokenization and padding included.
+
+Calls are interleaved (grpc, ort, ort+tok, grpc, ...) so a busy machine slows all alike.
+Results go to ``benchmarks/results/reranker-<model>-<fp32|int8>.json`` (the ``-tiny``
+models) and a table is printed. ``--quick`` runs few calls per cell: a smoke run, noisy figures.
+
+    python benchmarks/reranker_bench.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import onnxruntime as ort
+
+from groundwire.reranker.v1 import reranker_pb2
+from groundwire_reranker.export import BuildReport, build_profile
+from groundwire_reranker.export.tiny import Architecture, tiny_checkpoint
+from groundwire_reranker.models import CrossEncoderManifest, OnnxCrossEncoder
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+RERANK = "/groundwire.reranker.v1.RerankerService/Rerank"
+CANDIDATES = (20, 50, 100)
+NOTE = (
+    "mechanics check on a tiny random model (2 layers, hidden 32): no real cross-encoder "
+    "weights exist offline; the figures measure the service around the model, not a real "
+    "reranker's cost, and say nothing about quality"
+)
+MODELS: dict[str, tuple[Architecture, str]] = {
+    # result name: (architecture, export profile)
+    "bge-reranker-v2-m3-tiny": ("xlm-roberta", "bge-reranker-v2-m3"),
+    "cross-encoder-tiny": ("bert", "cross-encoder"),
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    warm_up: int  # untimed calls per cell
+    calls: int  # timed calls per cell and path
+
+
+QUICK = Plan(warm_up=3, calls=15)
+FULL = Plan(warm_up=10, calls=200)
+
+
+# -- inputs -------------------------------------------------------------------------------
+
+
+def corpus_sentences() -> list[str]:
+    text = "\n".join(
+        p.read_text(encoding="utf-8") for p in sorted((ROOT / "samples" / "corpus").glob("*.md"))
+    )
+    sentences = [s.strip(" #*-`>|") for s in re.split(r"(?<=[.!?])\s+|\n+", text)]
+    return [s for s in sentences if len(s) > 20]
+
+
+def candidate_passages(sentences: Sequence[str], count: int) -> list[str]:
+    """``count`` passages of 2-5 sentences each (about 40-120 tokens), varied in length."""
+    out = []
+    for i in range(count):
+        start = (i * 7) % (len(sentences) - 5)
+        out.append(" ".join(sentences[start : start + 2 + i % 4]))
+    return out
+
+
+def the_query() -> str:
+    lines = (ROOT / "samples" / "questions.txt").read_text(encoding="utf-8").splitlines()
+    return next(q.strip() for q in lines if q.strip() and not q.startswith("#"))
+
+
+# -- the bare session ------------------------------------------------------------------------
+
+
+class BareSession:
+    """The exported graph in an InferenceSession of our own, fed one padded batch."""
+
+    def __init__(self, model_dir: Path, threads: int) -> None:
+        self.manifest = CrossEncoderManifest.load(model_dir)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(
+            str(model_dir / self.manifest.onnx_file),
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+        )
+        # the service's own tokenization, so both paths see the very same token ids
+        self.tokenizer = OnnxCrossEncoder(model_dir, intra_op_threads=1)
+        self.tokenizer.load()
+
+    def feed(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        encodings = self.tokenizer.encode_pairs(pairs)
+        length = max(len(e.ids) for e in encodings)
+        ids = np.full((len(pairs), length), self.manifest.pad_token_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+            types[row, : len(enc.ids)] = enc.type_ids
+        available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: available[name] for name in self.manifest.input_names}
+
+    def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        (logits,) = self.session.run(["logits"], feed)
+        return np.asarray(logits).reshape(-1)
+
+
+# -- the service -----------------------------------------------------------------------------
+
+
+class RerankerProcess:
+    """``python -m groundwire_reranker`` on a free port, serving ``model_dir``."""
+
+    def __init__(self, model_dir: Path, threads: int, workdir: Path) -> None:
+        self.ready = workdir / "reranker.ready"
+        self.log = workdir / "reranker.log"
+        env = {
+            **os.environ,
+            "GROUNDWIRE_RERANKER_MODEL_DIR": str(model_dir),
+            "GROUNDWIRE_RERANKER_PORT": "0",
+            "GROUNDWIRE_RERANKER_READY_FILE": str(self.ready),
+            "GROUNDWIRE_RERANKER_INTRA_OP_THREADS": str(threads),
+        }
+        self.ready.unlink(missing_ok=True)
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "groundwire_reranker"], env=env, stdout=log, stderr=log
+            )
+        deadline = time.monotonic() + 120
+        while not self.ready.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the reranker did not start; see {self.log}")
+            time.sleep(0.05)
+        self.port = int(self.ready.read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def percentiles(times: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50_ms": float(np.percentile(times, 50)),
+        "p95_ms": float(np.percentile(times, 95)),
+    }
+
+
+async def measure_cell(
+    port: int, bare: BareSession, query: str, passages: list[str], plan: Plan
+) -> dict[str, Any]:
+    """grpc, ort and ort+tok latencies for one candidate count, interleaved."""
+    pairs = [(query, p) for p in passages]
+    feed = bare.feed(pairs)
+    request = reranker_pb2.RerankRequest(query=query, passages=passages)
+    times: dict[str, list[float]] = {"grpc": [], "ort": [], "ort+tok": []}
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(
+            RERANK,
+            request_serializer=reranker_pb2.RerankRequest.SerializeToString,
+            response_deserializer=reranker_pb2.RerankResponse.FromString,
+        )
+
+        def clocked(fn: Callable[[], object]) -> float:
+            started = time.perf_counter()
+            fn()
+            return (time.perf_counter() - started) * 1e3
+
+        reply = None
+        for i in range(plan.warm_up + plan.calls):
+            started = time.perf_counter()
+            reply = await call(request, timeout=60)
+            grpc_ms = (time.perf_counter() - started) * 1e3
+            ort_ms = clocked(lambda: bare.run(feed))
+            tok_ms = clocked(lambda: bare.run(bare.feed(pairs)))
+            if i >= plan.warm_up:
+                times["grpc"].append(grpc_ms)
+                times["ort"].append(ort_ms)
+                times["ort+tok"].append(tok_ms)
+    assert reply is not None and len(reply.results) == len(passages)
+    # the service's scores are the bare session's, squashed: same model, same pairs
+    bare_scores = 1 / (1 + np.exp(-bare.run(feed).astype(np.float64)))
+    served = np.zeros(len(passages))
+    served[[r.index for r in reply.results]] = [r.score for r in reply.results]
+    return {
+        "pairs": len(passages),
+        "tokens": int(reply.total_tokens),
+        "max_abs_score_diff_vs_bare": float(np.abs(served - bare_scores).max()),
+        **{path: percentiles(t) for path, t in times.items()},
+    }
+
+
+def measure(
+    name: str,
+    precision: str,
+    report: BuildReport,
+    plan: Plan,
+    threads: int,
+    workdir: Path,
+    sentences: list[str],
+) -> dict[str, Any]:
+    query = the_query()
+    bare = BareSession(report.out_dir, threads)
+    service = RerankerProcess(report.out_dir, threads, workdir)
+    try:
+        cells = {
+            str(n): asyncio.run(
+                measure_cell(service.port, bare, query, candidate_passages(sentences, n), plan)
+            )
+            for n in CANDIDATES
+        }
+    finally:
+        service.stop()
+    result: dict[str, Any] = {
+        "model": name,
+        "profile": report.profile,
+        "precision": precision,
+        "mechanics_check": True,
+        "note": NOTE,
+        "max_tokens": report.max_tokens,
+        "export_max_abs_logit_diff_vs_torch": report.max_abs_diff_vs_torch,
+        "candidates": cells,
+    }
+    if report.int8:
+        result["int8_score_drift_vs_fp32"] = {
+            "max": report.int8_score_max_abs_diff,
+            "mean": report.int8_score_mean_abs_diff,
+        }
+    return result
+
+
+def print_table(results: Sequence[dict[str, Any]]) -> None:
+    print(f"\nreranker latency, ms (p50 / p95) — {NOTE}\n")
+    header = (
+        f"{'model':<24} {'prec':<5} {'cands':>5} {'tokens':>6}  "
+        f"{'grpc':>15}  {'ort':>15}  {'ort+tok':>15}  {'grpc/ort+tok':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        for n, cell in r["candidates"].items():
+            g, o, t = cell["grpc"], cell["ort"], cell["ort+tok"]
+            print(
+                f"{r['model']:<24} {r['precision']:<5} {n:>5} {cell['tokens']:>6}  "
+                f"{g['p50_ms']:>6.2f} / {g['p95_ms']:>6.2f}  "
+                f"{o['p50_ms']:>6.2f} / {o['p95_ms']:>6.2f}  "
+                f"{t['p50_ms']:>6.2f} / {t['p95_ms']:>6.2f}  "
+                f"{g['p50_ms'] / max(t['p50_ms'], 1e-9):>11.2f}x"
+            )
+    for r in results:
+        drift = r.get("int8_score_drift_vs_fp32")
+        if drift:
+            print(
+                f"{r['model']} int8 vs fp32 scores (build-time sample pairs): "
+                f"max abs diff {drift['max']:.4f}, mean {drift['mean']:.4f}"
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="few calls per cell: a smoke run")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help=f"comma list of {', '.join(MODELS)}"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON results")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    for name in names:
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+
+    sentences = corpus_sentences()
+    results = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gw-reranker-bench-") as tmp:
+        root = Path(tmp)
+        for name in names:
+            arch, profile = MODELS[name]
+            print(f"building {name} ({arch}, profile {profile}): fp32 and int8")
+            checkpoint = tiny_checkpoint(arch, root / f"{name}-checkpoint", sentences)
+            quiet: Callable[[str], None] = lambda _line: None  # noqa: E731
+            for precision in ("fp32", "int8"):
+                report = build_profile(
+                    profile,
+                    root / f"{name}-{precision}",
+                    int8=precision == "int8",
+                    source=checkpoint,
+                    log=quiet,
+                )
+                print(f"measuring {name} {precision}")
+                result = measure(name, precision, report, plan, args.threads, root, sentences)
+                result["environment"] = {
+                    "cpus": os.cpu_count(),
+                    "load_average_1m": os.getloadavg()[0],
+                    "intra_op_threads": args.threads,
+                    "python": platform.python_version(),
+                    "onnxruntime": ort.__version__,
+                    "quick": args.quick,
+                    "plan": asdict(plan),
+                }
+                path = args.out / f"reranker-{name}-{precision}.json"
+                path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+                results.append(result)
+    print_table(results)
+    print(f"\nresults in {args.out}/reranker-*.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

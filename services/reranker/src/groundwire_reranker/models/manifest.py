@@ -1,0 +1,169 @@
+"""The manifest written beside every exported cross-encoder: what serving needs to know.
+
+A model directory holds ``groundwire-model.json`` (this manifest), the ONNX graph and the
+``tokenizer.json``. The reranker reads only this directory at run time: no Hugging Face
+config, no torch. The manifest says how many tokens a (query, passage) pair may have,
+how much of that the query may take, which id pads a batch and which inputs the graph
+declares (``token_type_ids`` for BERT-style models, not for XLM-RoBERTa).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from groundwire_core.errors import InvalidInput, NotFound
+
+MANIFEST_FILE = "groundwire-model.json"
+MANIFEST_VERSION = 1
+KIND = "cross-encoder"
+
+KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+REQUIRED_INPUTS = ("input_ids", "attention_mask")
+# Room for the query, the special tokens and at least a few passage tokens.
+MIN_MAX_TOKENS = 16
+
+_BUILD_HINT = "run `groundwire models build cross-encoder` (or the profile this model is for)"
+
+
+@dataclass(frozen=True)
+class CrossEncoderManifest:
+    """Describes one exported cross-encoder; written by the export step, read by the server."""
+
+    profile: str
+    model_id: str
+    max_tokens: int  # longest (query, passage) pair, special tokens included
+    query_max_tokens: int  # the query is cut to this many tokens before pairing
+    pad_token_id: int
+    onnx_file: str = "model.onnx"
+    tokenizer_file: str = "tokenizer.json"
+    quantized: bool = False
+    input_names: tuple[str, ...] = REQUIRED_INPUTS
+    kind: str = KIND
+
+    def __post_init__(self) -> None:
+        # Validate on construction, so a bad manifest is never written nor served.
+        _validate(self)
+
+    @classmethod
+    def load(cls, model_dir: Path) -> CrossEncoderManifest:
+        """Read ``model_dir/groundwire-model.json``.
+
+        Raises ``NotFound`` when the directory or the manifest is missing and
+        ``InvalidInput`` when the manifest cannot be parsed, fails validation or
+        describes another kind of model (an embedder's).
+        """
+        model_dir = Path(model_dir)
+        path = model_dir / MANIFEST_FILE
+        if not model_dir.is_dir():
+            raise NotFound(
+                f"model directory {model_dir} does not exist; to build it, {_BUILD_HINT}"
+            )
+        if not path.is_file():
+            raise NotFound(
+                f"model directory {model_dir} has no {MANIFEST_FILE} (not a built model); "
+                f"to build it, {_BUILD_HINT}"
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidInput(
+                f"model manifest {path} is not readable JSON ({type(exc).__name__}); "
+                f"to rebuild it, {_BUILD_HINT}"
+            ) from exc
+        if isinstance(raw, dict) and "kind" not in raw and "pooling" in raw:
+            raise InvalidInput(
+                f"model directory {model_dir} holds an embedder (bi-encoder) model, not a "
+                f"cross-encoder; point the reranker at a cross-encoder: {_BUILD_HINT}"
+            )
+        try:
+            return cls._from_dict(raw)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"model manifest {path} is malformed: {exc.message}; to rebuild it, {_BUILD_HINT}"
+            ) from exc
+
+    def save(self, model_dir: Path) -> None:
+        """Write the manifest atomically into ``model_dir`` (which must exist)."""
+        model_dir = Path(model_dir)
+        data: dict[str, Any] = {"manifest_version": MANIFEST_VERSION, **asdict(self)}
+        data["input_names"] = list(self.input_names)
+        text = json.dumps(data, indent=2) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", dir=model_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
+            os.replace(tmp, model_dir / MANIFEST_FILE)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def _from_dict(cls, raw: object) -> CrossEncoderManifest:
+        if not isinstance(raw, dict):
+            raise InvalidInput("the top level must be a JSON object")
+        data = dict(raw)
+        version = data.pop("manifest_version", MANIFEST_VERSION)
+        if version != MANIFEST_VERSION:
+            raise InvalidInput(
+                f"manifest_version {version!r} is not supported (expected {MANIFEST_VERSION})"
+            )
+        names = {f.name for f in fields(cls)}
+        required = {
+            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+        }
+        missing = sorted(required - data.keys())
+        if missing:
+            raise InvalidInput(f"missing field(s) {', '.join(missing)}")
+        unknown = sorted(data.keys() - names)
+        if unknown:
+            raise InvalidInput(f"unknown field(s) {', '.join(unknown)}")
+        if "input_names" in data:
+            if not isinstance(data["input_names"], list):
+                raise InvalidInput("input_names must be a list of strings")
+            data["input_names"] = tuple(data["input_names"])
+        return cls(**data)
+
+
+def _validate(m: CrossEncoderManifest) -> None:
+    if m.kind != KIND:
+        raise InvalidInput(f"kind must be {KIND!r}, not {m.kind!r}")
+    for name in ("profile", "model_id", "onnx_file", "tokenizer_file"):
+        value = getattr(m, name)
+        if not isinstance(value, str) or not value:
+            raise InvalidInput(f"{name} must be a non-empty string")
+    for name in ("onnx_file", "tokenizer_file"):
+        value = getattr(m, name)
+        if "/" in value or "\\" in value or value in (".", ".."):
+            raise InvalidInput(f"{name} must be a plain file name inside the model directory")
+    if not isinstance(m.quantized, bool):
+        raise InvalidInput("quantized must be true or false")
+    for name in ("max_tokens", "query_max_tokens", "pad_token_id"):
+        value = getattr(m, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{name} must be a non-negative integer")
+    if m.max_tokens < MIN_MAX_TOKENS:
+        raise InvalidInput(f"max_tokens must be at least {MIN_MAX_TOKENS}")
+    if not 1 <= m.query_max_tokens <= m.max_tokens - 8:
+        raise InvalidInput(
+            f"query_max_tokens must be between 1 and max_tokens - 8 ({m.max_tokens - 8}), "
+            "leaving room for special tokens and the passage"
+        )
+    values = m.input_names
+    if not isinstance(values, tuple) or not values:
+        raise InvalidInput("input_names must be a non-empty list")
+    for value in values:
+        if not isinstance(value, str) or value not in KNOWN_INPUTS:
+            raise InvalidInput(
+                f"input_names entry {value!r} is not one of {', '.join(KNOWN_INPUTS)}"
+            )
+    if len(set(values)) != len(values):
+        raise InvalidInput("input_names has duplicates")
+    for name in REQUIRED_INPUTS:
+        if name not in values:
+            raise InvalidInput(f"input_names must include {name}")

@@ -1,0 +1,172 @@
+"""The reranker's logic: validate a request, score its pairs on the batching engine, rank.
+
+No gRPC here: the transport (server.py) converts messages to these calls and back, and
+maps the errors raised here (groundwire_core.errors) once, in the server interceptor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from groundwire_core.batching import BatchingEngine
+from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_reranker.models.cross_encoder import Pair
+from groundwire_reranker.models.manifest import CrossEncoderManifest
+
+NO_MODEL = "no reranker model is configured"
+
+# Run before SERVING: loads the graph's kernels for a short and a long pair.
+WARM_UP: tuple[Pair, ...] = (
+    ("warm-up query", "a short warm-up passage"),
+    ("warm-up query", "a longer warm-up passage, " * 40),
+)
+
+
+class CrossEncoder(Protocol):
+    """What the reranker needs from a model: the engine's Backend plus its manifest
+    (see models.cross_encoder.OnnxCrossEncoder)."""
+
+    @property
+    def manifest(self) -> CrossEncoderManifest: ...
+
+    def load(self) -> None: ...
+
+    def estimate_tokens(self, item: Pair) -> int: ...
+
+    def tokenize(self, items: Sequence[Pair]) -> Any: ...
+
+    def token_counts(self, batch: Any) -> list[int]: ...
+
+    def infer(self, batch: Any) -> Any: ...
+
+    def postprocess(self, batch: Any, raw: Any) -> Sequence[float]: ...
+
+
+@dataclass(frozen=True)
+class RankedPassage:
+    index: int  # position in the request's passages
+    score: float  # in [0, 1]
+
+
+@dataclass(frozen=True)
+class RerankOutcome:
+    results: list[RankedPassage]  # best first
+    total_tokens: int
+    queue_ms: float
+    inference_ms: float
+
+
+@dataclass(frozen=True)
+class RerankerStatus:
+    ready: bool
+    model_id: str
+    profile: str
+    max_tokens: int
+    max_batch_passages: int
+    queue_depth: int
+    ms_per_passage: float
+    quantized: bool
+
+
+class Reranker:
+    """Scores (query, passage) pairs with one cross-encoder behind a bounded queue.
+
+    Built without a model (``model=None``), it still answers ``status`` (not ready) and
+    refuses ``rerank`` with Unavailable, so callers fall back to their own order.
+    """
+
+    def __init__(
+        self,
+        model: CrossEncoder | None,
+        *,
+        max_batch_tokens: int,
+        max_batch_passages: int,
+        max_queue: int,
+    ) -> None:
+        self._model = model
+        self._max_batch_passages = max_batch_passages
+        self._engine: BatchingEngine[Pair, float] | None = None
+        if model is not None:
+            self._engine = BatchingEngine(
+                model,
+                name="reranker",
+                max_batch_tokens=max_batch_tokens,
+                max_batch_items=max_batch_passages,
+                max_queue=max_queue,
+                warm_up=WARM_UP,
+            )
+
+    async def start(self) -> None:
+        """Loads the model and warms it up (nothing without a model).
+
+        Raises NotFound / InvalidInput when the model directory cannot be served.
+        """
+        if self._engine is not None:
+            await self._engine.start()
+
+    async def stop(self) -> None:
+        if self._engine is not None:
+            await self._engine.stop()
+
+    async def rerank(
+        self,
+        query: str,
+        passages: Sequence[str],
+        *,
+        top_n: int = 0,
+        threshold: float | None = None,
+    ) -> RerankOutcome:
+        """Scores every passage against ``query``; returns them best first.
+
+        Ties keep the request's order. ``top_n`` > 0 keeps that many; ``threshold`` drops
+        scores below it. Raises InvalidInput (empty query, no passages, too many, bad
+        threshold), Unavailable (no model, not warmed up, model failure) and Overloaded
+        (queue full, with a retry-after).
+        """
+        if not query.strip():
+            raise InvalidInput("query is empty")
+        if not passages:
+            raise InvalidInput(f"passages is empty: send 1 to {self._max_batch_passages}")
+        if len(passages) > self._max_batch_passages:
+            raise InvalidInput(
+                f"at most {self._max_batch_passages} passages per call (got {len(passages)})"
+            )
+        if top_n < 0:
+            raise InvalidInput("top_n must be 0 (keep all) or positive")
+        if threshold is not None and math.isnan(threshold):
+            raise InvalidInput("threshold is not a number")
+        if self._engine is None:
+            raise Unavailable(NO_MODEL, dependency="reranker")
+
+        batch = await self._engine.submit([(query, p) for p in passages])
+        order = sorted(range(len(passages)), key=lambda i: (-batch.results[i], i))
+        ranked = [RankedPassage(i, float(batch.results[i])) for i in order]
+        if threshold is not None:
+            ranked = [r for r in ranked if r.score >= threshold]
+        if top_n:
+            ranked = ranked[:top_n]
+        return RerankOutcome(
+            results=ranked,
+            total_tokens=sum(batch.tokens),
+            queue_ms=batch.queue_ms,
+            inference_ms=batch.inference_ms,
+        )
+
+    def status(self) -> RerankerStatus:
+        """The served model (empty fields until it is loaded) and the current load."""
+        engine = self._engine
+        ready = engine is not None and engine.ready
+        manifest = self._model.manifest if ready and self._model is not None else None
+        return RerankerStatus(
+            ready=ready,
+            model_id=manifest.model_id if manifest else "",
+            profile=manifest.profile if manifest else "",
+            max_tokens=manifest.max_tokens if manifest else 0,
+            max_batch_passages=self._max_batch_passages,
+            queue_depth=engine.queue_depth if engine is not None else 0,
+            ms_per_passage=engine.ms_per_item if engine is not None else 0.0,
+            quantized=manifest.quantized if manifest else False,
+        )
