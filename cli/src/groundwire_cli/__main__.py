@@ -4,6 +4,7 @@ groundwire up                      run the five services locally until Ctrl-C
 groundwire demo                    start the cluster, ingest samples/corpus, search it
 groundwire ingest PATH...          ingest files or folders into a collection
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
+groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
+from groundwire_cli import evaluate
 from groundwire_cli.cluster import ClusterError, LocalCluster
 from groundwire_cli.ingest import find_documents, ingest_files
 from groundwire_core.errors import GroundwireError
@@ -243,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--int8", action="store_true", help="quantize to int8 (MatMul, per channel)")
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
     build.set_defaults(func=cmd_models_build)
+
+    evals = sub.add_parser("eval", help="evaluate quality on public benchmarks")
+    evals_sub = evals.add_subparsers(dest="eval_command", required=True)
+    retrieval = evals_sub.add_parser(
+        "retrieval",
+        help="retrieval ablation (BM25, dense, sparse, hybrid, + rerank) on a BEIR folder",
+        description=evaluate.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate.add_arguments(retrieval)
+    retrieval.set_defaults(func=evaluate.run_command)
     return parser
 
 
