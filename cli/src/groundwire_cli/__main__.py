@@ -1,10 +1,11 @@
 """The groundwire command.
 
 groundwire up                      run the five services locally until Ctrl-C
-groundwire demo                    start the cluster, ingest samples/corpus, search it
+groundwire demo                    start the cluster, ingest samples/corpus, search it, ask it
 groundwire ingest PATH...          ingest files or folders into a collection
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
 groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
+groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/chat)
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 from tqdm import tqdm
 
-from groundwire_cli import evaluate
+from groundwire_cli import demo as demo_cli
+from groundwire_cli import evaluate, golden
 from groundwire_cli.cluster import ClusterError, LocalCluster
 from groundwire_cli.ingest import find_documents, ingest_files
 from groundwire_core.errors import GroundwireError
@@ -102,56 +103,6 @@ def _ingest(addr: str, collection: str, files: list[Path], root: Path | None) ->
     return 0
 
 
-def _print_results(query: str, body: dict[str, object]) -> None:
-    print(f"\n? {query}")
-    results = body.get("results", [])
-    assert isinstance(results, list)
-    for r in results:
-        path = " > ".join(r["heading_path"]) or r["title"]
-        print(f"  {r['rank']}. [{r['score']:.3f}] {path}")
-        print(f"     source: {r['url'] or r['source_id']}")
-    stages = body.get("stages", [])
-    assert isinstance(stages, list)
-    notes = [
-        f"{s['name']} {s['ms']:.0f}ms" + (f" (fallback: {s['reason']})" if s["fallback"] else "")
-        for s in stages
-    ]
-    print(f"  stages: {'; '.join(notes)}")
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    queries = [
-        q.strip()
-        for q in args.questions.read_text().splitlines()
-        if q.strip() and not q.lstrip().startswith("#")
-    ]
-    cluster = _cluster(args, free_ports=True)
-    print("starting the local cluster…", flush=True)
-    with cluster:
-        cluster.start()
-        try:
-            cluster.wait_ready()
-        except ClusterError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        print(f"cluster up at {cluster.gateway_url}", flush=True)
-        files = find_documents([args.corpus])
-        _ingest(cluster.addr("retriever"), args.collection, files, args.corpus)
-        with httpx.Client(base_url=cluster.gateway_url, timeout=30) as client:
-            for query in queries:
-                reply = client.post(
-                    "/v1/search",
-                    json={"query": query, "collection": args.collection, "limit": args.limit},
-                )
-                if reply.status_code != 200:
-                    print(
-                        f"error: search failed ({reply.status_code}): {reply.text}", file=sys.stderr
-                    )
-                    return 1
-                _print_results(query, reply.json())
-    return 0
-
-
 def _profiles() -> dict[str, object]:
     """Every buildable profile: embedder and reranker exports (needs the export extras)."""
     profiles: dict[str, object] = {}
@@ -220,13 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.set_defaults(func=cmd_up)
 
-    demo = sub.add_parser("demo", help="start the cluster, ingest the sample corpus, search it")
+    demo = sub.add_parser(
+        "demo", help="start the cluster, ingest the sample corpus, search it and ask it"
+    )
     cluster_args(demo)
-    demo.add_argument("--corpus", type=Path, default=Path("samples/corpus"))
-    demo.add_argument("--questions", type=Path, default=Path("samples/questions.txt"))
-    demo.add_argument("--collection", default="docs")
-    demo.add_argument("--limit", type=int, default=3)
-    demo.set_defaults(func=cmd_demo)
+    demo_cli.add_arguments(demo)
+    demo.set_defaults(func=demo_cli.run_command)
 
     ingest = sub.add_parser("ingest", help="ingest files or folders through the retriever")
     ingest.add_argument("paths", nargs="+", type=Path)
@@ -246,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
     build.set_defaults(func=cmd_models_build)
 
-    evals = sub.add_parser("eval", help="evaluate quality on public benchmarks")
+    evals = sub.add_parser("eval", help="evaluate retrieval and answer quality")
     evals_sub = evals.add_subparsers(dest="eval_command", required=True)
     retrieval = evals_sub.add_parser(
         "retrieval",
@@ -256,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_arguments(retrieval)
     retrieval.set_defaults(func=evaluate.run_command)
+    answers = evals_sub.add_parser(
+        "answers",
+        help="ask a golden set through /v1/chat and check every answer (JSON + markdown report)",
+        description=golden.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    golden.add_arguments(answers)
+    answers.set_defaults(func=golden.run_command)
     return parser
 
 

@@ -1,0 +1,256 @@
+"""`groundwire demo`: a local cluster on free ports, the sample corpus ingested, the
+sample questions searched (ranked results with sources), then one or two of them
+asked through ``POST /v1/chat``: the answer with its [n] citations, the cited
+sources, each citation's verification, the answer mode and the stage report.
+
+Without an API key the answer is extractive (quoted sentences of the top excerpts),
+so every citation must verify: the command exits 1 when one does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from groundwire_cli.chat import (
+    SUPPORTED,
+    ChatOutcome,
+    ChatProtocolError,
+    ChatRequestError,
+    Stage,
+    ask,
+)
+from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_cli.ingest import IngestTotals, find_documents, ingest_files
+
+DEFAULT_CORPUS = Path("samples/corpus")
+DEFAULT_QUESTIONS = Path("samples/questions.txt")
+MODE_LABELS = {
+    "extractive": "EXTRACTIVE — sentences quoted from the excerpts; no language model",
+    "generated": "GENERATED — written by the language model from the excerpts",
+    "declined": "DECLINED — the documents do not answer this",
+}
+
+
+def read_questions(path: Path) -> list[str]:
+    """The non-empty lines of ``path`` that are not ``#`` comments."""
+    return [
+        q.strip()
+        for q in path.read_text(encoding="utf-8").splitlines()
+        if q.strip() and not q.lstrip().startswith("#")
+    ]
+
+
+def ingest_corpus(retriever_addr: str, collection: str, corpus: Path) -> IngestTotals:
+    """Ingests every document under ``corpus`` (source ids relative to it), with a
+    progress bar on stderr and the totals printed."""
+    files = find_documents([corpus])
+    if not files:
+        raise FileNotFoundError(f"no documents under {corpus}")
+    with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
+        totals = asyncio.run(
+            ingest_files(
+                retriever_addr,
+                collection,
+                files,
+                root=corpus,
+                on_progress=lambda _: bar.update(1),
+            )
+        )
+    print(
+        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
+        f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}",
+        flush=True,
+    )
+    for source, reason in totals.skipped:
+        print(f"  skipped {source}: {reason}")
+    return totals
+
+
+@contextmanager
+def serving_corpus(
+    *,
+    model_dir: Path,
+    run_dir: Path,
+    data_path: Path,
+    corpus: Path,
+    collection: str,
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[LocalCluster]:
+    """A local cluster on free ports with ``corpus`` ingested into ``collection``;
+    stopped on exit. Raises ClusterError (a child died or never got ready) and
+    FileNotFoundError (no model, no corpus)."""
+    if not (model_dir / "groundwire-model.json").exists():
+        raise FileNotFoundError(
+            f"no model in {model_dir}: run `groundwire models build minilm --out {model_dir}` "
+            "first (or `make model`)"
+        )
+    cluster = LocalCluster.with_free_ports(run_dir, model_dir, data_path, extra_env)
+    print(f"starting the local cluster (logs in {run_dir / 'logs'})…", flush=True)
+    with cluster:
+        cluster.start()
+        cluster.wait_ready()
+        print(f"cluster up at {cluster.gateway_url}", flush=True)
+        ingest_corpus(cluster.addr("retriever"), collection, corpus)
+        yield cluster
+
+
+def stage_line(stages: Sequence[Stage] | Sequence[Mapping[str, Any]]) -> str:
+    """``name Nms (fallback: reason)`` for each stage, joined by ``; ``."""
+    notes = []
+    for s in stages:
+        if isinstance(s, Stage):
+            name, ms, fallback, reason = s.name, s.ms, s.fallback, s.reason
+        else:
+            name, ms, fallback, reason = s["name"], s["ms"], s["fallback"], s.get("reason", "")
+        notes.append(f"{name} {ms:.0f}ms" + (f" (fallback: {reason})" if fallback else ""))
+    return "; ".join(notes)
+
+
+def print_search(query: str, body: Mapping[str, Any]) -> None:
+    print(f"\n? {query}")
+    for r in body.get("results", []):
+        path = " > ".join(r["heading_path"]) or r["title"]
+        print(f"  {r['rank']}. [{r['score']:.3f}] {path}")
+        print(f"     source: {r['url'] or r['source_id']}")
+    print(f"  stages: {stage_line(body.get('stages', []))}")
+
+
+def unverified(outcome: ChatOutcome) -> list[str]:
+    """Why the answer's citations do not all verify ([] when they do). Only an
+    extractive answer must verify in full: it quotes its sources, so a citation that
+    does not verify is a bug, while a generated answer's unsupported citation is a
+    finding the stream reports."""
+    if outcome.error is not None:
+        return [f"the chat failed: {outcome.error.code}: {outcome.error.message}"]
+    if outcome.mode != "extractive":
+        return []
+    if not outcome.citations:
+        return ["the extractive answer cites nothing"]
+    return [
+        f"[{c.number}] is {c.status} (support {c.support:.2f}): {c.sentence}"
+        for c in outcome.citations
+        if c.status != SUPPORTED
+    ]
+
+
+def print_answer(question: str, outcome: ChatOutcome) -> None:
+    """The answer, its citations and sources, the mode and the stages, as the demo
+    prints them."""
+    print(f"\n?? {question}  (POST /v1/chat)")
+    if outcome.error is not None:
+        where = f" ({outcome.error.dependency})" if outcome.error.dependency else ""
+        print(f"  error{where}: {outcome.error.code}: {outcome.error.message}")
+        return
+    mode = outcome.mode or "unspecified"
+    print(f"  mode: {MODE_LABELS.get(mode, mode.upper())}")
+    print("  answer:")
+    for line in textwrap.wrap(outcome.answer, width=92, break_on_hyphens=False) or ["(empty)"]:
+        print(f"    {line}")
+    if outcome.cited:
+        print("  cited sources:")
+        for s in outcome.cited:
+            path = " > ".join(s.heading_path) or s.title
+            flag = "  [flagged: possible prompt injection]" if s.injection_flagged else ""
+            print(f"    [{s.number}] {path}{flag}")
+            print(f"        {s.url or s.source_id}  ({s.source_id})")
+    if outcome.citations:
+        print("  citations (each checked against the chunk it cites):")
+        for c in outcome.citations:
+            sentence = textwrap.shorten(c.sentence, width=64, placeholder="…")
+            print(f"    [{c.number}] {c.status.upper():<11} support {c.support:.2f}  {sentence}")
+    print("  stages:")
+    for stage in outcome.stages:
+        note = f"fallback: {stage.reason}" if stage.fallback else ""
+        print(f"    {stage.name:<12} {stage.ms:6.0f}ms  {note}".rstrip())
+    supported = sum(c.status == SUPPORTED for c in outcome.citations)
+    print(f"  verified: {supported} of {len(outcome.citations)} citations supported")
+
+
+def run_demo(
+    gateway_url: str,
+    *,
+    collection: str,
+    searches: Sequence[str],
+    chats: Sequence[str],
+    limit: int,
+    timeout_s: float = 120.0,
+) -> int:
+    """Searches, then chats, against a running gateway; the exit code (1 when a search
+    or chat fails, or a citation of an extractive answer does not verify)."""
+    problems: list[str] = []
+    answered: list[ChatOutcome] = []
+    with httpx.Client(base_url=gateway_url, timeout=timeout_s) as client:
+        for query in searches:
+            reply = client.post(
+                "/v1/search", json={"query": query, "collection": collection, "limit": limit}
+            )
+            if reply.status_code != 200:
+                print(f"error: search failed ({reply.status_code}): {reply.text}", file=sys.stderr)
+                return 1
+            print_search(query, reply.json())
+        for question in chats:
+            try:
+                outcome = ask(client, question, collection=collection)
+            except (ChatRequestError, ChatProtocolError, httpx.HTTPError) as error:
+                print(f"error: chat failed: {error}", file=sys.stderr)
+                return 1
+            print_answer(question, outcome)
+            answered.append(outcome)
+            problems += unverified(outcome)
+    if answered:
+        total = sum(len(o.citations) for o in answered)
+        supported = sum(c.status == SUPPORTED for o in answered for c in o.citations)
+        modes = ", ".join(sorted({(o.mode or "none").upper() for o in answered}))
+        print(f"\n{len(answered)} answers ({modes}): {supported} of {total} citations supported")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's own options (the cluster's --model-dir, --data-path and --run-dir are
+    added by the caller)."""
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--collection", default="docs")
+    parser.add_argument("--limit", type=int, default=3, help="search results per question")
+    parser.add_argument(
+        "--chat",
+        type=int,
+        default=2,
+        metavar="N",
+        help="ask the first N questions through /v1/chat too (default: %(default)s)",
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`groundwire demo`: returns the exit code."""
+    questions = read_questions(args.questions)
+    try:
+        with serving_corpus(
+            model_dir=args.model_dir,
+            run_dir=args.run_dir,
+            data_path=args.data_path,
+            corpus=args.corpus,
+            collection=args.collection,
+        ) as cluster:
+            return run_demo(
+                cluster.gateway_url,
+                collection=args.collection,
+                searches=questions,
+                chats=questions[: max(0, args.chat)],
+                limit=args.limit,
+            )
+    except (ClusterError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
