@@ -652,6 +652,7 @@ async def test_no_llm_gives_an_extractive_answer_whose_citations_verify(chain: S
 
 async def test_load_adaptive_rerank_over_grpc(chain: Stack) -> None:
     chain.reranker.ms_per_passage = 250.0  # budget 1000 ms: 4 of the 6 candidates fit
+    await asyncio.sleep(0.15)  # an Info cached by an earlier test expires first
     async with create_channel(f"127.0.0.1:{chain.ports['plain']}") as ch:
         stub = orchestrator_pb2_grpc.OrchestratorServiceStub(ch)
         reply = await stub.Search(
