@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -138,6 +139,18 @@ def cmd_models_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_load_report(args: argparse.Namespace) -> int:
+    # benchmarks/ is not part of the installed package: run the checkout's script
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "load_report.py"
+    if not script.exists():
+        print(
+            f"error: {script} not found: `groundwire load report` runs from a source checkout",
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.call([sys.executable, str(script), *args.load_args])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="groundwire", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -214,6 +227,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     golden.add_arguments(answers)
     answers.set_defaults(func=golden.run_command)
+    load = sub.add_parser("load", help="load tests against a local cluster")
+    load_sub = load.add_subparsers(dest="load_command", required=True)
+    # prefix_chars="+": every option (--help included) goes to benchmarks/load_report.py
+    report = load_sub.add_parser(
+        "report",
+        help="sweep concurrency with a fake LLM; per-stage p50/p95 as JSON and PNG",
+        add_help=False,
+        prefix_chars="+",
+    )
+    report.add_argument("load_args", nargs=argparse.REMAINDER)
+    report.set_defaults(func=cmd_load_report)
     return parser
 
 
