@@ -32,6 +32,7 @@ import asyncio
 import math
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -59,7 +60,11 @@ from groundwire_orchestrator.stages.text import (
 SEMANTIC_WEIGHT = 0.6
 LEXICAL_WEIGHT = 0.4
 _EMBED_BATCH = 64
-_UNITS_PER_CHUNK = 12
+_UNITS_PER_CHUNK = 6
+# Vectors of chunk text are reused across answers: the same chunks get cited again and
+# again, and re-embedding them saturated one embedder replica under load (locust run,
+# benchmarks/results/load-*). Bounded; claims are new each time and not worth keeping.
+_CACHE_ENTRIES = 4096
 _NUMBER_WORDS = frozenset(
     """three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
@@ -259,19 +264,31 @@ class CitationVerifier:
     def __init__(self, embedder: Embedder | None, *, threshold: float) -> None:
         self._embedder = embedder
         self._threshold = threshold
+        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
 
-    async def _embed(self, texts: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    async def _embed(
+        self, texts: Sequence[str], *, keep: Sequence[str] = ()
+    ) -> dict[str, tuple[float, ...]]:
+        """Vectors of ``texts``; those in ``keep`` (chunk units) are cached."""
         assert self._embedder is not None
-        unique = list(dict.fromkeys(texts))
+        cached = {t: self._cache[t] for t in texts if t in self._cache}
+        for t in cached:
+            self._cache.move_to_end(t)
+        unique = [t for t in dict.fromkeys(texts) if t not in cached]
         batches = [unique[i : i + _EMBED_BATCH] for i in range(0, len(unique), _EMBED_BATCH)]
         replies = await asyncio.gather(
             *(self._embedder.embed(b, query=False) for b in batches)
         )
-        vectors: dict[str, tuple[float, ...]] = {}
+        vectors: dict[str, tuple[float, ...]] = dict(cached)
+        keep_set = set(keep)
         for batch, embedded in zip(batches, replies, strict=True):
             for text, emb in zip(batch, embedded, strict=True):
                 if emb.dense is not None:
                     vectors[text] = emb.dense
+                    if text in keep_set:
+                        self._cache[text] = emb.dense
+        while len(self._cache) > _CACHE_ENTRIES:
+            self._cache.popitem(last=False)
         return vectors
 
     def support(
@@ -321,10 +338,11 @@ class CitationVerifier:
                 claims_of: dict[int, tuple[Candidate, list[str]]] = {}
                 for cs, src in to_embed:
                     claims_of.setdefault(src.number, (src.candidate, []))[1].append(cs.claim)
+                units: list[str] = []
                 for cand, claims in claims_of.values():
-                    texts += _closest_units(cand, claims, _UNITS_PER_CHUNK)
+                    units += _closest_units(cand, claims, _UNITS_PER_CHUNK)
                 try:
-                    vectors = await self._embed(texts)
+                    vectors = await self._embed([*texts, *units], keep=units)
                 except GroundwireError as error:
                     fallback_reason = f"citations are unchecked: {error.message}"
                     dependency = error.dependency or "embedder"
