@@ -368,3 +368,37 @@ async def test_not_started_and_stopped_engines_are_unavailable(backend: Scripted
             await task
     with pytest.raises(Unavailable, match="not ready"):
         await eng.submit(["x"])
+
+
+async def test_queue_depth_batch_size_and_tokens_reach_prometheus() -> None:
+    from prometheus_client import REGISTRY
+
+    backend = ScriptedBackend()
+    eng = BatchingEngine(
+        backend,
+        name="metered",
+        max_batch_tokens=1000,
+        max_batch_items=2,
+        max_queue=16,
+        warm_up=["warm"],
+    )
+    await eng.start()
+
+    def value(name: str) -> float:
+        return REGISTRY.get_sample_value(name, {"service": "metered"}) or 0.0
+
+    sizes_before = value("groundwire_batch_size_count")
+    items_before = value("groundwire_batch_size_sum")
+    tokens_before = value("groundwire_tokens_total")
+    backend.infer_gate.clear()
+    first = asyncio.create_task(eng.submit(["aaaa", "bb"]))
+    assert await asyncio.to_thread(backend.infer_started.wait, 10)
+    rest = [asyncio.create_task(eng.submit([c])) for c in ("c", "c", "c", "d", "d", "d")]
+    await asyncio.sleep(0.05)
+    assert value("groundwire_batch_queue_depth") >= 3, "queued requests are visible"
+    backend.infer_gate.set()
+    await asyncio.gather(first, *rest)
+    assert value("groundwire_batch_size_sum") - items_before == 8
+    assert value("groundwire_batch_size_count") - sizes_before >= 2
+    assert value("groundwire_tokens_total") - tokens_before == 12
+    await eng.stop()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from groundwire_core.errors import GroundwireError, InvalidInput, Overloaded, Unavailable
+from groundwire_core.metrics import BATCH_SIZE, QUEUE_DEPTH, TOKENS
 
 log = logging.getLogger("groundwire.batching")
 
@@ -210,6 +211,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             asyncio.create_task(self._form(), name=f"{self._name}-former"),
             asyncio.create_task(self._run(), name=f"{self._name}-runner"),
         ]
+        QUEUE_DEPTH.labels(self._name).set_function(self._queue.qsize)  # read at scrape time
         self._ready = True
 
     async def stop(self) -> None:
@@ -335,6 +337,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
                 continue
             batch.work_ms += ms
             self._recent_ms_per_item = [*self._recent_ms_per_item[-31:], ms / batch.size]
+            BATCH_SIZE.labels(self._name).observe(batch.size)
             log.debug(
                 "%s batch: %d requests, %d items in %d buckets, %.1f ms model",
                 self._name,
@@ -373,6 +376,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
     ) -> None:
         """Answers each request of ``batch`` with its slice of the results."""
         (results, tokens), ms = post
+        TOKENS.labels(self._name).inc(sum(tokens))
         self._in_flight.discard(batch)
         batch.work_ms += ms
         done = time.perf_counter()

@@ -31,6 +31,14 @@ class ServiceSettings(BaseSettings):
     otel_endpoint: str = Field(
         "http://127.0.0.1:4317", description="OTLP/gRPC collector endpoint when otel_exporter=otlp."
     )
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="If set, Prometheus metrics are served over HTTP at /metrics on this "
+        "port (0 picks a free one); unset = no metrics endpoint. gRPC services only: the "
+        "gateway serves /metrics on its own HTTP port.",
+    )
     shutdown_grace_s: float = Field(
         5.0, gt=0, description="Seconds in-flight RPCs get to finish on SIGTERM."
     )

@@ -123,6 +123,10 @@ def _event(event: orchestrator_pb2.AskEvent) -> models.AskEvent | None:
     return None  # an event kind newer than this gateway: skip it
 
 
+DRAIN_AFTER_DONE_S = 1.0
+"""How long the end of an Ask call may take to arrive after its done event."""
+
+
 class AskStream:
     """One Ask call: iterate it for events (an error event raises its
     GroundwireError); ``cancel()`` cancels the gRPC call, which the orchestrator sees
@@ -141,13 +145,30 @@ class AskStream:
                 event = _event(raw)
                 if event is None:
                     continue
-                yield event
                 if isinstance(event, models.DoneEvent):
+                    await self._read_to_end()
                     self.finished = True
+                    yield event
                     return
+                yield event
         raise BackendFailure(
             "the orchestrator ended the answer without a done event", dependency="orchestrator"
         )
+
+    async def _read_to_end(self) -> None:
+        """Reads past done (nothing follows it: the orchestrator ends the call there).
+
+        Readers stop at done; unread, the call never completes on this side, and its
+        trace span (ended by the tracing interceptor when the stream is exhausted)
+        would never be exported, leaving the orchestrator's spans without their
+        parent. Bounded, and a failure after done changes nothing.
+        """
+        try:
+            async with asyncio.timeout(DRAIN_AFTER_DONE_S):
+                async for _ in self._call:
+                    pass
+        except (TimeoutError, grpc.aio.AioRpcError):
+            self._call.cancel()
 
     def cancel(self) -> bool:
         """Cancels the call unless it already ended; True when this call cancelled it."""

@@ -5,7 +5,8 @@
             extractive) -> citation check -> events
 
 Each stage owns its fallback and reports it; the pipeline only wires inputs to
-outputs, collects the reports and turns the answer into events.
+outputs, collects the reports and turns the answer into events. Each stage run is
+one span and feeds the stage metrics (see instrumentation).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from groundwire_orchestrator.domain import (
     Turn,
     Verification,
 )
+from groundwire_orchestrator.instrumentation import run_stage, stage_span
 from groundwire_orchestrator.stages.agent import AgentToolbox
 from groundwire_orchestrator.stages.analysis import AnalysisInput, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import (
@@ -174,7 +176,9 @@ class Pipeline:
         listwise: bool,
         keep: int,
     ) -> _Ranked:
-        analysis, report = await self._analysis.run(AnalysisInput(collection, query, history))
+        analysis, report = await run_stage(
+            "analysis", self._analysis.run(AnalysisInput(collection, query, history))
+        )
         stages = [report]
         merged = merge_filters(filters, analysis.filters)
         hyde = analysis.analysed and analysis.hyde_document != query
@@ -186,7 +190,7 @@ class Pipeline:
             limit=max(keep, self._config.candidates),
             dense_from="hyde" if hyde else "query",
         )
-        found, report = await self._retrieval.run(retrieval_input)
+        found, report = await run_stage("retrieval", self._retrieval.run(retrieval_input))
         if not found and len(merged) > len(filters):
             # the analysis' filters are guesses: when they empty the result, drop them
             retry = RetrievalInput(
@@ -197,17 +201,25 @@ class Pipeline:
                 retrieval_input.limit,
                 retrieval_input.dense_from,
             )
-            found, report = await self._retrieval.run(retry)
+            found, report = await run_stage("retrieval", self._retrieval.run(retry))
             report.details["analysis_filters_dropped"] = "they matched nothing"
         stages.append(report)
         if rerank:
-            found, report = await self._rerank.run(query, found, keep=keep)
+            found, report = await run_stage(
+                "rerank", self._rerank.run(query, found, keep=keep), candidates_in=len(found)
+            )
             stages.append(report)
-        found, report = self._screening.run(found)
+        with stage_span("screening", candidates_in=len(found)) as span, span.current():
+            found, report = self._screening.run(found)
+            span.record(report, candidates_out=len(found))
         stages.append(report)
         if listwise:
-            found, report = await self._listwise.run(
-                ListwiseInput(analysis, found, reasons=self._config.listwise_reasons)
+            found, report = await run_stage(
+                "listwise",
+                self._listwise.run(
+                    ListwiseInput(analysis, found, reasons=self._config.listwise_reasons)
+                ),
+                candidates_in=len(found),
             )
             stages.append(report)
         return _Ranked(analysis, found, stages)
@@ -318,14 +330,16 @@ class Pipeline:
         yield RetrievalDone(tuple(ledger.sources))
 
         answered: _Answered | None = None
-        async for event in self._write(inp, question, history, ledger):
-            if isinstance(event, _Answered):
-                answered = event
-            else:
-                yield event
-        assert answered is not None
-        text, mode, report = answered.text, answered.mode, answered.report
-        report.details["context_tokens"] = str(tokens)
+        with stage_span("answer", candidates_in=len(ledger), tokens=tokens) as answer_span:
+            async for event in answer_span.steps(self._write(inp, question, history, ledger)):
+                if isinstance(event, _Answered):
+                    answered = event
+                else:
+                    yield event
+            assert answered is not None
+            text, mode, report = answered.text, answered.mode, answered.report
+            report.details["context_tokens"] = str(tokens)
+            answer_span.record(report, tokens=tokens)
         stages.append(report)
         if mode == "extractive" and text:
             yield AnswerDelta(text)  # not streamed by anyone: it is one piece
@@ -337,7 +351,11 @@ class Pipeline:
         if mode == "generated" and is_decline(text):
             mode = "declined"
         # a decline cites nothing: attaching sources to it would suggest they support it
-        verification = await self._verifier.run("" if mode == "declined" else text, ledger.get)
+        with stage_span("citations") as span, span.current():
+            verification = await self._verifier.run(
+                "" if mode == "declined" else text, ledger.get
+            )
+            span.record(verification.report)
         citations = verification.citations
         if mode == "generated" and not citations:
             mode = "declined"  # nothing in an uncited answer is grounded

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import grpc
+from grpc.aio import ClientCallDetails
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
@@ -28,6 +30,26 @@ CHANNEL_OPTIONS = [
 ]
 
 
+class _StreamContextInterceptor(grpc.aio.UnaryStreamClientInterceptor):
+    """:class:`ClientContextInterceptor` for server-streaming calls.
+
+    grpc.aio files an interceptor under the first call kind it implements only
+    (unary-unary for ClientContextInterceptor): without this one, streaming calls
+    (Ask, Ingest) would carry neither the request id nor the caller's deadline.
+    """
+
+    def __init__(self) -> None:
+        self._inner = ClientContextInterceptor()
+
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[[ClientCallDetails, Any], Any],
+        client_call_details: ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        return await self._inner.intercept_unary_stream(continuation, client_call_details, request)
+
+
 def create_channel(target: str) -> grpc.aio.Channel:
     """An insecure channel to ``target`` carrying request ids, deadlines and traces.
 
@@ -37,6 +59,7 @@ def create_channel(target: str) -> grpc.aio.Channel:
     interceptors: list[grpc.aio.ClientInterceptor] = [
         *aio_client_interceptors(),
         ClientContextInterceptor(),
+        _StreamContextInterceptor(),
     ]
     return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
 

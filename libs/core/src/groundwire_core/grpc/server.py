@@ -1,11 +1,12 @@
 """Server bootstrap shared by every gRPC service.
 
 A service implements :class:`GrpcService` (register its servicers, warm up, stop);
-:func:`create_server` builds a server with the runtime and tracing interceptors,
-health and reflection, bound to ``host:port`` (port 0 picks a free one) and returns
-``(server, port)``. :func:`serving` runs the whole life cycle — health says SERVING
-only after ``start()`` (the warm-up) returned — and :func:`serve` adds signal
-handling for ``python -m groundwire_<svc>``.
+:func:`create_server` builds a server with the tracing, metrics and runtime
+interceptors, health and reflection, bound to ``host:port`` (port 0 picks a free
+one) and returns ``(server, port)``. :func:`serving` runs the whole life cycle —
+health says SERVING only after ``start()`` (the warm-up) returned, and /metrics is
+served on ``metrics_port`` when set — and :func:`serve` adds signal handling for
+``python -m groundwire_<svc>``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from groundwire_core.grpc.interceptors import ServerRuntimeInterceptor
+from groundwire_core.grpc.observability import ServerObservabilityInterceptor
+from groundwire_core.metrics import MetricsServer, serve_metrics
 from groundwire_core.settings import ServiceSettings
 
 log = logging.getLogger("groundwire.server")
@@ -68,9 +71,12 @@ def create_server(service: GrpcService, settings: ServiceSettings) -> RunningSer
     """Builds (does not start) the server for ``service``; health starts NOT_SERVING."""
     server = grpc.aio.server(
         # Health is not traced: the OTel interceptor assumes async-generator streams,
-        # and grpc's health Watch writes through context.write() instead.
+        # and grpc's health Watch writes through context.write() instead. The metrics
+        # interceptor sits inside the span (to annotate it) and outside the runtime
+        # interceptor (to see the status code errors were mapped to).
         interceptors=[
             aio_server_interceptor(filter_=filters.negate(filters.health_check())),
+            ServerObservabilityInterceptor(),
             ServerRuntimeInterceptor(),
         ],
         options=[
@@ -98,22 +104,35 @@ async def _set_health(running: RunningServer, names: Sequence[str], status: int)
 
 @asynccontextmanager
 async def serving(service: GrpcService, settings: ServiceSettings) -> AsyncIterator[int]:
-    """Starts ``service`` on a real port, warms it up, yields the port; stops gracefully."""
+    """Starts ``service`` on a real port, warms it up, yields the port; stops gracefully.
+
+    With ``metrics_port`` set, /metrics is served over HTTP on it from before the
+    warm-up until the server has stopped.
+    """
     running = create_server(service, settings)
     await _set_health(running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING)
     await running.server.start()
     log.info("%s listening on %s:%d (warming up)", service.name, settings.host, running.port)
+    metrics: MetricsServer | None = None
     try:
+        if settings.metrics_port is not None:
+            metrics = serve_metrics(settings.metrics_port, settings.host)
+            log.info("%s metrics on %s:%d/metrics", service.name, settings.host, metrics.port)
         await service.start()
         await _set_health(running, service.service_names, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s SERVING on port %d", service.name, running.port)
         yield running.port
     finally:
-        await _set_health(
-            running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        await running.server.stop(settings.shutdown_grace_s)
-        await service.stop()
+        try:
+            await _set_health(
+                running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+            await running.server.stop(settings.shutdown_grace_s)
+            await service.stop()
+        finally:
+            if metrics is not None:
+                # shutdown() waits for the serving thread's next poll (up to 0.5 s)
+                await asyncio.to_thread(metrics.close)
         log.info("%s stopped", service.name)
 
 
