@@ -7,7 +7,6 @@ Kubernetes), writes a ready file once it is SERVING, and logs to its own file.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from groundwire_cli.child_settings import child_environment
 
 SERVICES = ("embedder", "reranker", "retriever", "orchestrator", "gateway")
 DEFAULT_PORTS = {
@@ -107,11 +108,7 @@ class LocalCluster:
         if name == "gateway":
             settings["ORCHESTRATOR_ADDR"] = self.addr("orchestrator")
             settings["RETRIEVER_ADDR"] = self.addr("retriever")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
-        env.update({prefix + k: v for k, v in settings.items()})
-        env.update(self.extra_env)
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        return child_environment(prefix, settings, self.extra_env)
 
     def start(self, names: tuple[str, ...] = SERVICES) -> None:
         """Starts the children (without waiting for them)."""
