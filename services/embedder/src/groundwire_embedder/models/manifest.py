@@ -11,13 +11,12 @@ ids the sparse output leaves out.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.model_manifest import manifest_fields, write_manifest
 
 MANIFEST_FILE = "groundwire-model.json"
 MANIFEST_VERSION = 1
@@ -92,43 +91,16 @@ class ModelManifest:
         data["outputs"] = list(self.outputs)
         data["input_names"] = list(self.input_names)
         data["sparse_ignored_ids"] = list(self.sparse_ignored_ids)
-        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", dir=model_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-            os.replace(tmp, model_dir / MANIFEST_FILE)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_manifest(model_dir, MANIFEST_FILE, data)
 
     @classmethod
     def _from_dict(cls, raw: object) -> ModelManifest:
-        if not isinstance(raw, dict):
-            raise InvalidInput("the top level must be a JSON object")
-        data = dict(raw)
-        version = data.pop("manifest_version", MANIFEST_VERSION)
-        if version != MANIFEST_VERSION:
-            raise InvalidInput(
-                f"manifest_version {version!r} is not supported (expected {MANIFEST_VERSION})"
-            )
-        names = {f.name for f in fields(cls)}
-        required = {
-            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-        }
-        missing = sorted(required - data.keys())
-        if missing:
-            raise InvalidInput(f"missing field(s) {', '.join(missing)}")
-        unknown = sorted(data.keys() - names)
-        if unknown:
-            raise InvalidInput(f"unknown field(s) {', '.join(unknown)}")
-        for key in ("outputs", "input_names", "sparse_ignored_ids"):
-            if key in data:
-                value = data[key]
-                if not isinstance(value, list):
-                    raise InvalidInput(f"{key} must be a list")
-                data[key] = tuple(value)
+        data = manifest_fields(
+            cls,
+            raw,
+            version=MANIFEST_VERSION,
+            tuple_keys=("outputs", "input_names", "sparse_ignored_ids"),
+        )
         return cls(**data)
 
 

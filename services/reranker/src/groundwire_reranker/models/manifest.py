@@ -10,13 +10,12 @@ declares (``token_type_ids`` for BERT-style models, not for XLM-RoBERTa).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.model_manifest import manifest_fields, write_manifest
 
 MANIFEST_FILE = "groundwire-model.json"
 MANIFEST_VERSION = 1
@@ -92,41 +91,11 @@ class CrossEncoderManifest:
         model_dir = Path(model_dir)
         data: dict[str, Any] = {"manifest_version": MANIFEST_VERSION, **asdict(self)}
         data["input_names"] = list(self.input_names)
-        text = json.dumps(data, indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_FILE}.", dir=model_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-            os.replace(tmp, model_dir / MANIFEST_FILE)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_manifest(model_dir, MANIFEST_FILE, data)
 
     @classmethod
     def _from_dict(cls, raw: object) -> CrossEncoderManifest:
-        if not isinstance(raw, dict):
-            raise InvalidInput("the top level must be a JSON object")
-        data = dict(raw)
-        version = data.pop("manifest_version", MANIFEST_VERSION)
-        if version != MANIFEST_VERSION:
-            raise InvalidInput(
-                f"manifest_version {version!r} is not supported (expected {MANIFEST_VERSION})"
-            )
-        names = {f.name for f in fields(cls)}
-        required = {
-            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
-        }
-        missing = sorted(required - data.keys())
-        if missing:
-            raise InvalidInput(f"missing field(s) {', '.join(missing)}")
-        unknown = sorted(data.keys() - names)
-        if unknown:
-            raise InvalidInput(f"unknown field(s) {', '.join(unknown)}")
-        if "input_names" in data:
-            if not isinstance(data["input_names"], list):
-                raise InvalidInput("input_names must be a list of strings")
-            data["input_names"] = tuple(data["input_names"])
+        data = manifest_fields(cls, raw, version=MANIFEST_VERSION, tuple_keys=("input_names",))
         return cls(**data)
 
 
