@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from groundwire_core.errors import InvalidInput
+from groundwire_core.errors import AlreadyExists, InvalidInput
+
+MANIFEST_FILE = "groundwire-model.json"
+"""The manifest's file name in every built model folder (embedder and reranker)."""
 
 
 def write_manifest(model_dir: Path, filename: str, data: dict[str, Any]) -> None:
@@ -65,3 +72,45 @@ def manifest_fields(
                 )
             data[key] = tuple(data[key])
     return data
+
+
+@contextmanager
+def staging_dir(out_dir: Path) -> Iterator[Path]:
+    """Yield an empty directory beside ``out_dir``; on success it replaces ``out_dir``.
+
+    A failed build removes its staging directory and leaves ``out_dir`` as it was, so a
+    half-written model is never served. An existing ``out_dir`` is replaced only if it is
+    empty or a previously built model (has a manifest): never an unrelated directory.
+    Raises AlreadyExists otherwise.
+    """
+    out_dir = Path(out_dir).absolute()
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise AlreadyExists(f"{out_dir} exists and is not a directory")
+        if any(out_dir.iterdir()) and not (out_dir / MANIFEST_FILE).is_file():
+            raise AlreadyExists(
+                f"{out_dir} exists and is not a Groundwire model directory (no "
+                f"{MANIFEST_FILE}); refusing to replace it: choose another directory"
+            )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
+    staging.chmod(0o755)  # mkdtemp makes it 0700; the served model must be readable
+    try:
+        yield staging
+        _swap_in(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(out_dir, old)
+    try:
+        os.rename(staging, out_dir)
+    except BaseException:
+        os.rename(old, out_dir)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

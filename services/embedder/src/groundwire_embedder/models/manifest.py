@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.model_manifest import MANIFEST_FILE as MANIFEST_FILE
 from groundwire_core.model_manifest import manifest_fields, write_manifest
 
-MANIFEST_FILE = "groundwire-model.json"
 MANIFEST_VERSION = 1
 
 POOLINGS = ("mean", "cls")
