@@ -62,6 +62,7 @@ from groundwire_retriever.domain import (
     SearchQuery,
 )
 from groundwire_retriever.store import Bm25Settings, EdgeStore
+from groundwire_retriever.store.edge import DENSE_SEARCH_PARAMS, shard_config
 
 ROOT = Path(__file__).resolve().parent
 DIMS = 384
@@ -163,10 +164,8 @@ def fill_store(root: Path, corpus: Corpus) -> tuple[float, float]:
 
 def fill_engine(path: Path, corpus: Corpus) -> tuple[qe.EdgeShard, qe.Bm25, float]:
     """A bare qdrant-edge shard with the same points, vectors and payload; optimized."""
-    config = qe.EdgeConfig(
-        vectors={"dense": qe.EdgeVectorParams(DIMS, qe.Distance.Cosine)},
-        sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-    )
+    # the schema, memory placement and quantization EdgeStore gives its shards
+    config = shard_config(CollectionSpec(name=COLLECTION, dense_dims=DIMS), quantize=True)
     shard = qe.EdgeShard.create(str(path), config)
     bm25 = Bm25Settings().model()
     started = time.perf_counter()
@@ -320,7 +319,11 @@ async def measure(
                 qe.QueryRequest(
                     limit=limit,
                     prefetches=[
-                        qe.Prefetch(path_limit, qe.Query.Nearest(q.dense, using="dense")),
+                        qe.Prefetch(
+                            path_limit,
+                            qe.Query.Nearest(q.dense, using="dense"),
+                            params=DENSE_SEARCH_PARAMS,
+                        ),
                         qe.Prefetch(
                             path_limit, qe.Query.Nearest(bm25.embed_query(q.text), using="bm25")
                         ),

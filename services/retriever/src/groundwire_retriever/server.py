@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.grpc.client import create_channel
@@ -155,15 +154,16 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         inner = time.perf_counter()
         result = await self.core.search(request.collection, query)
         done = time.perf_counter()
-        return retriever_pb2.SearchResponse(
-            hits=[convert.hit_to_proto(h) for h in result.hits],
-            paths=[convert.path_report_to_proto(p) for p in result.paths],
-            timing=common_pb2.Timing(
-                queue_ms=(inner - started) * 1e3,
-                inference_ms=(done - inner) * 1e3,
-                total_ms=(time.perf_counter() - started) * 1e3,
-            ),
+        response = retriever_pb2.SearchResponse(
+            paths=[convert.path_report_to_proto(p) for p in result.paths]
         )
+        for hit in result.hits:
+            convert.hit_to_proto(hit, response.hits.add())
+        timing = response.timing
+        timing.queue_ms = (inner - started) * 1e3
+        timing.inference_ms = (done - inner) * 1e3
+        timing.total_ms = (time.perf_counter() - started) * 1e3
+        return response
 
     async def Stats(
         self, request: retriever_pb2.StatsRequest, context: grpc.aio.ServicerContext

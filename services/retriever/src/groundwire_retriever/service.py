@@ -1,7 +1,8 @@
 """The retriever's logic: collections, ingestion and search over a VectorStore.
 
 No gRPC here; the store is synchronous (the embedded engine is in-process Rust) and
-is called through worker threads so the event loop keeps serving.
+is called through worker threads so the event loop keeps serving, except for small
+searches on the embedded engine (see ``INLINE_CANDIDATES``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from groundwire_retriever.store.base import VectorStore
 log = logging.getLogger("groundwire.retriever")
 
 BASE_FILTERABLE = ("source_id", "doc_type", "title")
+
+INLINE_CANDIDATES = 1_000
+"""A search on the embedded engine whose paths fetch at most this many candidates in
+all runs on the event loop: it takes ~2-4 ms at 100k chunks, short enough to hold the
+loop for, and the hop to a worker thread and back added ~0.65 ms to it on a 2-core
+machine (benchmarks/retrieval_bench.py). Larger searches, and every search on a
+Qdrant server (network I/O), go to a worker thread."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,12 @@ class RetrieverCore:
         await asyncio.to_thread(self._store.drop_collection, name)
 
     async def search(self, name: str, query: SearchQuery) -> SearchResult:
+        if (
+            self._store.engine == "edge"
+            and query.path_limit * len(query.paths) <= INLINE_CANDIDATES
+            and query.limit <= INLINE_CANDIDATES
+        ):
+            return self._store.search(name, query)
         return await asyncio.to_thread(self._store.search, name, query)
 
     async def delete_by_source(self, name: str, source_id: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -252,11 +252,11 @@ def chunk_payload(chunk: Chunk, chunk_id: str) -> dict[str, Any]:
     }
 
 
-def chunk_from_payload(point_id: str, payload: Mapping[str, Any] | None) -> Chunk:
+def chunk_from_payload(payload: Mapping[str, Any] | None) -> Chunk:
     p = payload or {}
     metadata = p.get("metadata") or {}
     return Chunk(
-        chunk_id=str(p.get("chunk_id") or point_id),
+        chunk_id=str(p.get("chunk_id", "")),
         source_id=str(p.get("source_id", "")),
         text=str(p.get("text", "")),
         title=str(p.get("title", "")),
@@ -310,16 +310,20 @@ def spec_from_json(doc: Mapping[str, Any]) -> tuple[CollectionSpec, Bm25Settings
 
 @dataclass
 class FusedHit:
-    """One point's fused score, with its rank and raw score in each path."""
+    """One point's fused score, with its rank and raw score in each path.
 
-    point_id: str
+    ``point_id`` is the engine's own id object (a ``str`` or ``uuid.UUID``): only
+    the hits that survive fusion are ever turned into strings.
+    """
+
+    point_id: Hashable
     score: float = 0.0
     ranks: dict[SearchPath, int] = field(default_factory=dict)
     scores: dict[SearchPath, float] = field(default_factory=dict)
 
 
 def fuse(
-    ranked: Mapping[SearchPath, Sequence[tuple[str, float]]],
+    ranked: Mapping[SearchPath, Sequence[tuple[Hashable, float]]],
     *,
     fusion: Fusion,
     rrf_k: int = 60,
@@ -332,39 +336,62 @@ def fuse(
     WEIGHTED: ``sum(weight * (score - min) / (max - min))`` per path, where a path
     whose scores are all equal normalises them to 1.0; a missing weight is 1.0.
     Ties break on the best single-path rank, then on the ranks path by path.
+
+    This runs on every search over up to three lists of ``path_limit`` candidates, so
+    it works on plain dicts and builds ``FusedHit`` objects for the top ``limit`` only.
     """
-    fused: dict[str, FusedHit] = {}
     weights = weights or {}
-    for path, hits in ranked.items():
+    total: dict[Hashable, float] = {}
+    best: dict[Hashable, int] = {}
+    columns: list[tuple[SearchPath, dict[Hashable, int], dict[Hashable, float]]] = []
+    for path in PATH_ORDER:
+        hits = ranked.get(path)
         if not hits:
             continue
-        lo = min(score for _, score in hits)
-        hi = max(score for _, score in hits)
-        weight = weights.get(path, 1.0)
+        ranks: dict[Hashable, int] = {}
+        raw: dict[Hashable, float] = {}
+        if fusion is Fusion.RRF:
+            lo = span = 0.0
+            weight = 1.0
+        else:
+            lo = min(score for _, score in hits)
+            span = max(score for _, score in hits) - lo
+            weight = weights.get(path, 1.0)
         for rank, (pid, score) in enumerate(hits, start=1):
-            entry = fused.get(pid)
-            if entry is None:
-                entry = fused[pid] = FusedHit(pid)
-            if path in entry.ranks:  # a path lists each point once; keep its best rank
+            if pid in ranks:  # a path lists each point once; keep its best rank
                 continue
-            entry.ranks[path] = rank
-            entry.scores[path] = score
+            ranks[pid] = rank
+            raw[pid] = score
             if fusion is Fusion.RRF:
-                entry.score += 1.0 / (rrf_k + rank)
+                gain = 1.0 / (rrf_k + rank)
             else:
-                norm = 1.0 if hi == lo else (score - lo) / (hi - lo)
-                entry.score += weight * norm
-    ordered = sorted(fused.values(), key=_fused_order)
-    return ordered[:limit]
-
-
-def _fused_order(hit: FusedHit) -> tuple[float, int, tuple[int, ...], str]:
+                gain = weight * (1.0 if span == 0.0 else (score - lo) / span)
+            total[pid] = total.get(pid, 0.0) + gain
+            if rank < best.get(pid, MAX_LIMIT + 1):
+                best[pid] = rank
+        columns.append((path, ranks, raw))
     # Ranks per path in a fixed order settle every tie between two points (a path
-    # ranks each point once), so the order does not depend on point ids, which differ
+    # ranks each point once), so the order never depends on point ids, which differ
     # between engines and re-ingests.
     missing = MAX_LIMIT + 1
-    ranks = tuple(hit.ranks.get(path, missing) for path in PATH_ORDER)
-    return (-hit.score, min(hit.ranks.values()), ranks, hit.point_id)
+    rank_maps = [ranks for _, ranks, _ in columns]
+    order = sorted(
+        [
+            (-score, best[pid], *[ranks.get(pid, missing) for ranks in rank_maps], n)
+            for n, (pid, score) in enumerate(total.items())
+        ]
+    )
+    pids = list(total)
+    keys = [pids[entry[-1]] for entry in order[:limit]]
+    return [
+        FusedHit(
+            pid,
+            total[pid],
+            {path: ranks[pid] for path, ranks, _ in columns if pid in ranks},
+            {path: raw[pid] for path, ranks, raw in columns if pid in ranks},
+        )
+        for pid in keys
+    ]
 
 
 def cut_drop_off(fused: Sequence[FusedHit], drop_off: float | None) -> list[FusedHit]:

@@ -14,7 +14,7 @@ a generation while another call uses it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -138,10 +138,15 @@ class Engine(Protocol):
         limit: int,
         where: Where,
         score_threshold: float | None,
-    ) -> list[tuple[str, float]]:
-        """Nearest points on the named vector, best first, as ``(id, score)``."""
+    ) -> list[tuple[Hashable, float]]:
+        """Nearest points on the named vector, best first, as ``(id, score)``. The id
+        is the engine's own object (hashable, equal to the same point's id in any
+        other answer): turning hundreds of candidate ids into strings per search is
+        measurable, so only ``retrieve``'s callers do it, for the hits they keep."""
         ...
 
-    def retrieve(self, generation: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-        """Payloads by id; missing ids are left out."""
+    def retrieve(
+        self, generation: str, ids: Sequence[Hashable]
+    ) -> dict[Hashable, Mapping[str, Any]]:
+        """Payloads by the ids ``query`` gave; missing ids are left out."""
         ...

@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -280,7 +280,7 @@ class QdrantEngine:
         limit: int,
         where: Where,
         score_threshold: float | None,
-    ) -> list[tuple[str, float]]:
+    ) -> list[tuple[Hashable, float]]:
         query: list[float] | models.SparseVector = (
             vector if isinstance(vector, list) else _sparse(vector)
         )
@@ -297,10 +297,12 @@ class QdrantEngine:
             )
         return [(str(p.id), float(p.score)) for p in response.points]
 
-    def retrieve(self, generation: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    def retrieve(
+        self, generation: str, ids: Sequence[Hashable]
+    ) -> dict[Hashable, Mapping[str, Any]]:
         with self._calling(f"read results from {self._label(generation)}") as client:
             records = client.retrieve(
-                generation, ids=list(ids), with_payload=True, with_vectors=False
+                generation, ids=[str(i) for i in ids], with_payload=True, with_vectors=False
             )
         return {str(r.id): r.payload or {} for r in records}
 

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -425,7 +425,7 @@ class VersionedStore:
 
     def search(self, name: str, query: SearchQuery) -> SearchResult:
         validate_query(query)
-        ranked: dict[SearchPath, list[tuple[str, float]]] = {}
+        ranked: dict[SearchPath, list[tuple[Hashable, float]]] = {}
         reports: list[PathReport] = []
         with self._reading(name) as view:
             gen = view.generation
@@ -461,7 +461,7 @@ class VersionedStore:
             payloads = self._engine.retrieve(gen.id, [f.point_id for f in fused]) if fused else {}
         hits = tuple(
             Hit(
-                chunk=chunk_from_payload(f.point_id, payloads[f.point_id]),
+                chunk=chunk_from_payload(payloads[f.point_id]),
                 score=f.score,
                 path_ranks=f.ranks,
                 path_scores=f.scores,
