@@ -377,12 +377,12 @@ def fuse(
     rank_maps = [ranks for _, ranks, _ in columns]
     order = sorted(
         [
-            (-score, best[pid], *[ranks.get(pid, missing) for ranks in rank_maps], n)
+            ((-score, best[pid], *[ranks.get(pid, missing) for ranks in rank_maps]), n)
             for n, (pid, score) in enumerate(total.items())
         ]
     )
     pids = list(total)
-    keys = [pids[entry[-1]] for entry in order[:limit]]
+    keys = [pids[n] for _, n in order[:limit]]
     return [
         FusedHit(
             pid,
