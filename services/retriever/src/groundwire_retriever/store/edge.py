@@ -13,10 +13,12 @@ Layout under ``root``::
 A shard folder that ``collection.json`` does not name is a re-index that never
 switched, or an old generation whose removal was interrupted: removed on open.
 
-Each shard has the named vectors ``dense`` (cosine), ``sparse`` (learned lexical
-weights, only when the spec asks for them) and ``bm25`` (qdrant-edge's BM25 embedding,
-computed in ``common``; Qdrant applies the IDF modifier at query time), and keyword
-indexes on ``revision``, ``source_id`` and the filterable fields.
+Each shard has the named vectors ``dense`` (cosine; with an int8 scalar-quantized copy
+for search, rescored with the originals), ``sparse`` (learned lexical weights, only
+when the spec asks for them) and ``bm25`` (qdrant-edge's BM25 embedding, computed in
+``common``; Qdrant applies the IDF modifier at query time), keyword indexes on
+``revision``, ``source_id`` and the filterable fields, and its payload in RAM (see
+``shard_config``).
 
 Writes are visible to searches as soon as ``EdgeShard.update`` returns and are
 durable through the shard's write-ahead log; closing flushes the segments. One
