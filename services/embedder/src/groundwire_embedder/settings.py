@@ -32,7 +32,13 @@ class EmbedderSettings(ServiceSettings):
         "the cores more than the embedder does.",
     )
     max_batch_tokens: int = Field(
-        16384, ge=256, description="Token budget of one model batch (texts x padded length)."
+        512,
+        ge=256,
+        description="Token budget of one model call (texts x padded length). Small on "
+        "CPU: MiniLM on 2 cores ran 168-185 texts/s in calls of 64-512 tokens and 118 "
+        "at 8,192 (short texts; long ones 25-26 vs 14 at 16,384; "
+        "benchmarks/embedder_call_size.py). A larger request is cut into calls of this "
+        "size; a smaller one is merged with what waits behind it.",
     )
     max_batch_texts: int = Field(256, ge=1, description="Most texts accepted in one Embed call.")
     max_queue: int = Field(
