@@ -241,8 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # SIGTERM's default action ends the process on the spot, leaving the services a
+    # command started (eval, demo) running; raising unwinds the `with` and `finally`
+    # blocks that stop them, as Ctrl-C does.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `up` installs its own handler
     try:
         sys.exit(args.func(args))
     except GroundwireError as error:

@@ -263,3 +263,53 @@ def test_a_folder_that_is_not_beir_fails_with_a_clear_message(
     assert "corpus.jsonl" in done.stderr and "qrels/train.tsv" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "evals").exists(), "nothing is written for a refused folder"
+
+
+def test_a_terminated_evaluation_stops_the_services_it_started(
+    minilm_dir: Path, tmp_path: Path
+) -> None:
+    import contextlib
+    import signal
+    import time
+
+    import psutil
+
+    dataset = _write_beir(tmp_path / "tiny-beir")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "groundwire_cli",
+            "eval",
+            "retrieval",
+            "--dataset",
+            str(dataset),
+            "--model-dir",
+            str(minilm_dir),
+            "--out",
+            str(tmp_path / "out.json"),
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    children: list[psutil.Process] = []
+    try:
+        parent = psutil.Process(process.pid)
+        deadline = time.monotonic() + 120
+        while len(children) < 2:  # the embedder and the retriever are up
+            assert process.poll() is None, "the evaluation ended before its services started"
+            assert time.monotonic() < deadline, "the services did not start"
+            children = parent.children(recursive=True)
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) != 0
+        _, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, f"left running: {[p.cmdline() for p in alive]}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for child in children:  # whatever the outcome, leave nothing running
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
