@@ -45,6 +45,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
                 max_document_bytes=s.max_document_bytes,
             ),
             embed_batch=s.embed_batch,
+            optimize_after_chunks=s.optimize_after_chunks,
         )
         await self._core.start()
 

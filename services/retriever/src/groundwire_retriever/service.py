@@ -71,11 +71,14 @@ class RetrieverCore:
         *,
         policy: ChunkingPolicy | None = None,
         embed_batch: int = 32,
+        optimize_after_chunks: int = 10_000,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._policy = policy or ChunkingPolicy()
         self._embed_batch = embed_batch
+        self._optimize_after = optimize_after_chunks
+        self._unindexed: dict[str, int] = {}  # chunks written since the last optimize
 
     @property
     def engine(self) -> str:
@@ -88,7 +91,39 @@ class RetrieverCore:
         return self._store.location
 
     async def start(self) -> None:
+        """Opens the store and builds the search indexes of whatever a previous run
+        wrote without building them (instant when there is nothing to build)."""
         await asyncio.to_thread(self._store.open)
+        for spec in await asyncio.to_thread(self._store.list_collections):
+            await self._optimize(spec.name, "on start")
+
+    async def _wrote(self, name: str, chunks: int) -> None:
+        """Counts written chunks; past ``optimize_after_chunks`` (0: only on start) builds the
+        collection's search indexes. On the embedded engine that build holds the whole
+        process (see ``EdgeStore.optimize``): searches wait for it, so it runs once per
+        that many chunks, not after every write."""
+        if not self._optimize_after or chunks <= 0:
+            return
+        total = self._unindexed.get(name, 0) + chunks
+        self._unindexed[name] = total
+        if total >= self._optimize_after:
+            await self._optimize(name, f"after {total} new chunks")
+
+    async def _optimize(self, name: str, why: str) -> None:
+        started = time.perf_counter()
+        try:
+            built = await asyncio.to_thread(self._store.optimize, name)
+        except GroundwireError as error:  # searches still work, by brute force
+            log.warning("collection %s: building the search index failed: %s", name, error)
+            return
+        self._unindexed.pop(name, None)
+        if built:
+            log.info(
+                "collection %s: search index built %s in %.1f s",
+                name,
+                why,
+                time.perf_counter() - started,
+            )
 
     async def stop(self) -> None:
         await asyncio.to_thread(self._store.close)
@@ -141,6 +176,7 @@ class RetrieverCore:
             for i, vec in zip(missing, vectors, strict=True):
                 filled[i] = (chunks[i][0], vec)
         await asyncio.to_thread(self._store.upsert, name, filled)
+        await self._wrote(name, len(filled))
         return len(filled)
 
     async def ingest(
@@ -193,6 +229,7 @@ class RetrieverCore:
                 # Failed, cancelled or abandoned by the caller: drop the unfinished
                 # generation. Called directly: a cancelled task cannot await a thread.
                 self._store.abort_reindex(name, generation)
+        await self._wrote(name, written)
         yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
 
     async def _next_spec(self, spec: CollectionSpec) -> CollectionSpec:

@@ -142,6 +142,12 @@ class VectorStore(Protocol):
         generation that is gone."""
         ...
 
+    def optimize(self, name: str) -> bool:
+        """Build the collection's search indexes (HNSW, quantization) for what was
+        written since the last time, blocking; True if there was anything to build.
+        A no-op where the backend indexes in the background (a Qdrant server)."""
+        ...
+
     def search(self, name: str, query: SearchQuery) -> SearchResult:
         """Run each requested path (filters applied inside each), fuse, cut at
         ``query.drop_off``, and return the top ``query.limit`` hits with a report per

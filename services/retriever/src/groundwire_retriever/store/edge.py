@@ -504,11 +504,14 @@ class EdgeStore(VersionedStore):
         return self._edge.root
 
     def optimize(self, name: str) -> bool:
-        """Run the engine's segment optimizers (HNSW build, vacuum) now, blocking.
+        """Run the engine's segment optimizers (HNSW build, quantization, vacuum) now,
+        blocking. Returns whether anything was optimized.
 
-        Not part of ``VectorStore``: qdrant-edge has no background optimizer, so a
-        freshly filled collection is searched by brute force until this runs. Writes
-        to the collection wait meanwhile. Returns whether anything was optimized.
+        qdrant-edge has no background optimizer, so a freshly filled collection is
+        searched by brute force until this runs (100k chunks: ~11 ms per hybrid search
+        instead of ~5). Writes to the collection wait meanwhile, and the engine holds
+        Python's GIL for the whole build (~30 s at 100k chunks on 2 cores): nothing
+        else in the process runs until it returns.
         """
         coll = self._get(name)
         with self._writing(coll) as gen:

@@ -421,6 +421,12 @@ class VersionedStore:
             self._drop_quietly(name, gen.id)
         log.info("collection %s: abandoned generation %s", name, generation)
 
+    def optimize(self, name: str) -> bool:
+        """Nothing to do by default: a Qdrant server optimizes in the background.
+        ``EdgeStore`` overrides it (qdrant-edge has no background optimizer)."""
+        self._get(name)
+        return False
+
     # ------------------------------------------------------------ search
 
     def search(self, name: str, query: SearchQuery) -> SearchResult:
