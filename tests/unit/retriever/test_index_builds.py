@@ -1,8 +1,10 @@
 """When RetrieverCore asks the store to build its search indexes: on start, and once
 per ``optimize_after_chunks`` chunks written (the build pauses the embedded engine, so
-never after every write)."""
+never after every write); and that writes read the spec without counting chunks."""
 
 from __future__ import annotations
+
+import pytest
 
 from groundwire_retriever.domain import (
     Chunk,
@@ -65,3 +67,17 @@ async def test_zero_builds_only_on_start() -> None:
     await core.start()
     await core.upsert("docs", _chunks(50))
     assert store.optimized == ["docs"]
+
+
+async def test_writes_read_the_spec_without_counting_the_collection() -> None:
+    from groundwire_core.errors import InvalidInput, NotFound
+
+    store = RecordingStore()
+    core = RetrieverCore(store, embedder=None)  # type: ignore[arg-type]
+    assert await core.spec("docs") == store.spec
+    with pytest.raises(NotFound):
+        await core.spec("other")
+    with pytest.raises(InvalidInput):
+        await core.spec("Not A Name")
+    store.describe = None  # type: ignore[assignment,method-assign]  # never needed
+    assert await core.upsert("docs", _chunks(3)) == 3

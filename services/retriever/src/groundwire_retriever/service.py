@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
 
 from groundwire_core.clients.embedder import EmbedderClient
-from groundwire_core.errors import GroundwireError, InvalidInput
+from groundwire_core.errors import GroundwireError, InvalidInput, NotFound
 from groundwire_retriever.domain import (
     Chunk,
     ChunkVectors,
@@ -26,6 +26,7 @@ from groundwire_retriever.domain import (
 )
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
 from groundwire_retriever.store.base import VectorStore
+from groundwire_retriever.store.common import validate_collection_name
 
 log = logging.getLogger("groundwire.retriever")
 
@@ -148,6 +149,16 @@ class RetrieverCore:
         specs = await asyncio.to_thread(self._store.list_collections)
         return [await self.describe(spec.name) for spec in specs]
 
+    async def spec(self, name: str) -> CollectionSpec:
+        """The collection's spec without ``describe``'s counts: those count and facet
+        every chunk (~0.75 s at 100k chunks), and every Ingest or Upsert call needs the
+        spec. Raises InvalidInput for a bad name, NotFound for a missing collection."""
+        validate_collection_name(name)
+        for spec in await asyncio.to_thread(self._store.list_collections):
+            if spec.name == name:
+                return spec
+        raise NotFound(f"collection {name!r} does not exist")
+
     async def describe(self, name: str) -> CollectionStats:
         return await asyncio.to_thread(self._store.describe, name)
 
@@ -168,7 +179,7 @@ class RetrieverCore:
 
     async def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> int:
         """Stores chunks, embedding those that come without a dense vector."""
-        spec = (await self.describe(name)).spec
+        spec = await self.spec(name)
         missing = [i for i, (_, v) in enumerate(chunks) if v.dense is None]
         filled = list(chunks)
         if missing:
@@ -199,7 +210,7 @@ class RetrieverCore:
         """
         started = time.perf_counter()
         try:
-            spec = (await self.describe(name)).spec
+            spec = await self.spec(name)
         except GroundwireError as error:
             if not create or error.code != "not_found":
                 raise
