@@ -17,10 +17,35 @@ from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from groundwire_core.errors import AlreadyExists, InvalidInput
+from groundwire_core.errors import AlreadyExists, InvalidInput, NotFound
 
 MANIFEST_FILE = "groundwire-model.json"
 """The manifest's file name in every built model folder (embedder and reranker)."""
+
+
+def read_manifest_json(model_dir: Path, build_hint: str) -> tuple[Path, object]:
+    """The manifest's path and its parsed JSON, not yet checked.
+
+    Raises ``NotFound`` when the folder or the manifest is missing and ``InvalidInput``
+    when it is not readable JSON; every message ends with ``build_hint`` (how to build
+    or rebuild the model).
+    """
+    model_dir = Path(model_dir)
+    path = model_dir / MANIFEST_FILE
+    if not model_dir.is_dir():
+        raise NotFound(f"model directory {model_dir} does not exist; to build it, {build_hint}")
+    if not path.is_file():
+        raise NotFound(
+            f"model directory {model_dir} has no {MANIFEST_FILE} (not a built model); "
+            f"to build it, {build_hint}"
+        )
+    try:
+        return path, json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(
+            f"model manifest {path} is not readable JSON ({type(exc).__name__}); "
+            f"to rebuild it, {build_hint}"
+        ) from exc
 
 
 def write_manifest(model_dir: Path, filename: str, data: dict[str, Any]) -> None:

@@ -10,14 +10,13 @@ ids the sparse output leaves out.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.errors import InvalidInput
 from groundwire_core.model_manifest import MANIFEST_FILE as MANIFEST_FILE
-from groundwire_core.model_manifest import manifest_fields, write_manifest
+from groundwire_core.model_manifest import manifest_fields, read_manifest_json, write_manifest
 
 MANIFEST_VERSION = 1
 
@@ -60,23 +59,7 @@ class ModelManifest:
         ``InvalidInput`` when the manifest cannot be parsed or fails validation.
         """
         model_dir = Path(model_dir)
-        path = model_dir / MANIFEST_FILE
-        if not model_dir.is_dir():
-            raise NotFound(
-                f"model directory {model_dir} does not exist; to build it, {_BUILD_HINT}"
-            )
-        if not path.is_file():
-            raise NotFound(
-                f"model directory {model_dir} has no {MANIFEST_FILE} (not a built model); "
-                f"to build it, {_BUILD_HINT}"
-            )
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidInput(
-                f"model manifest {path} is not readable JSON ({type(exc).__name__}); "
-                f"to rebuild it, {_BUILD_HINT}"
-            ) from exc
+        path, raw = read_manifest_json(model_dir, _BUILD_HINT)
         try:
             return cls._from_dict(raw)
         except InvalidInput as exc:
