@@ -153,7 +153,12 @@ def build_cross_encoder(
             f"{src}: the reranker serves a fast (tokenizers) tokenizer, and none could be "
             "built for this checkpoint"
         )
-    model = AutoModelForSequenceClassification.from_pretrained(str(src), dtype=torch.float32)
+    # Eager attention traces to plain MatMul/Softmax; transformers' default SDPA path
+    # adds mask ops (IsNaN, Where) that ORT runs slower: ~10 % on 256-token fp32 batches
+    # and ~25 % int8 (MiniLM, measured on 2 cores).
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(src), dtype=torch.float32, attn_implementation="eager"
+    )
     model.eval()
 
     pair_tokens = _max_tokens(spec, config, hf_tokenizer, max_tokens)
