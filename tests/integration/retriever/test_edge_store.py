@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -128,6 +129,35 @@ def test_reopen_keeps_collections_and_points(tmp_path: Path) -> None:
         )
         assert [h.chunk for h in result.hits] == [chunk]
         assert set(result.hits[0].path_ranks) == set(SearchPath)
+    finally:
+        second.close()
+
+
+def _engine_config(root: Path, collection: str) -> dict[str, Any]:
+    """The configuration the engine recorded for the collection's current shard."""
+    (shard,) = (root / "collections" / collection).glob("shard-*/edge_config.json")
+    config: dict[str, Any] = json.loads(shard.read_text())
+    return config
+
+
+def test_search_pool_and_memory_placement_follow_the_settings(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    spec = CollectionSpec(name="kb", dense_dims=2)
+    first = EdgeStore(root, search_threads=1)
+    first.open()
+    first.create_collection(spec)
+    first.close()
+    config = _engine_config(root, "kb")
+    assert config["max_search_threads"] == 1
+    assert config["payload_memory"] == config["id_tracker_memory"] == "cached"
+
+    # reopening applies this run's setting to a shard made with another one
+    second = EdgeStore(root, search_threads=3)
+    second.open()
+    try:
+        assert _engine_config(root, "kb")["max_search_threads"] == 3
+        second.upsert("kb", [(make_chunk("a", 0, "router"), ChunkVectors(dense=(1.0, 0.0)))])
+        assert second.search("kb", SearchQuery(text="router", dense=(1.0, 0.0))).hits
     finally:
         second.close()
 

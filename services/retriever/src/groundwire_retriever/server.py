@@ -56,7 +56,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         if s.qdrant_url:
             api_key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
             return QdrantServerStore(s.qdrant_url, api_key=api_key, timeout_s=s.qdrant_timeout_s)
-        return EdgeStore(s.data_path)
+        return EdgeStore(s.data_path, search_threads=s.search_threads)
 
     async def stop(self) -> None:
         if self._core is not None:

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
+from groundwire_retriever.store.edge import DEFAULT_SEARCH_THREADS
 
 
 class RetrieverSettings(ServiceSettings):
@@ -41,6 +42,14 @@ class RetrieverSettings(ServiceSettings):
         "once this many chunks were written since the last build, and on start; 0 = only "
         "on start. The build holds the retriever for its duration (~30 s at 100k chunks "
         "on 2 cores); unindexed chunks are searched by brute force meanwhile.",
+    )
+    search_threads: int = Field(
+        DEFAULT_SEARCH_THREADS,
+        ge=0,
+        le=256,
+        description="Embedded engine: threads that search a collection's segments in "
+        "parallel; 0 = the engine's default (derived from the CPUs). One was fastest on "
+        "2 cores; raise it on many-core machines.",
     )
     max_document_bytes: int = Field(
         20 * 1024 * 1024, ge=1, description="Larger documents are skipped with a reason."

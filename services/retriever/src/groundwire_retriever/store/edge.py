@@ -58,7 +58,14 @@ from groundwire_retriever.store.common import (
 from groundwire_retriever.store.engine import PointData, StoredCollection, Where
 from groundwire_retriever.store.versioned import VersionedStore
 
-__all__ = ["DENSE_SEARCH_PARAMS", "Bm25Settings", "EdgeEngine", "EdgeStore", "shard_config"]
+__all__ = [
+    "DEFAULT_SEARCH_THREADS",
+    "DENSE_SEARCH_PARAMS",
+    "Bm25Settings",
+    "EdgeEngine",
+    "EdgeStore",
+    "shard_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +116,18 @@ def _sparse(vec: SparseVec) -> qe.SparseVector:
     return qe.SparseVector(list(vec.indices), list(vec.values))
 
 
-def shard_config(spec: CollectionSpec, *, quantize: bool) -> qe.EdgeConfig:
+DEFAULT_SEARCH_THREADS = 1
+"""Threads in each shard's search pool, which reads a shard's segments in parallel.
+Searches run one at a time on the event loop (``service.INLINE_CANDIDATES``), and at
+100k chunks in two segments one thread searched fastest on 2 cores: 2.3 ms per hybrid
+search against 2.7 with two threads and 3.0 with the engine's default of eight
+(``EdgeStore.search``, alternating blocks of 50 queries). More threads pay off with
+more cores and more segments: ``GROUNDWIRE_RETRIEVER_SEARCH_THREADS``."""
+
+
+def shard_config(
+    spec: CollectionSpec, *, quantize: bool, search_threads: int = DEFAULT_SEARCH_THREADS
+) -> qe.EdgeConfig:
     """An EdgeShard's schema and placement for ``spec``.
 
     Payload lives in RAM (``Memory.Cached``) rather than the engine's default
@@ -118,7 +136,10 @@ def shard_config(spec: CollectionSpec, *, quantize: bool) -> qe.EdgeConfig:
     (benchmarks/retrieval_bench.py, 100k chunks). With ``quantize`` the dense
     vectors also get an int8 scalar-quantized copy that HNSW searches use
     (rescored with the originals): dense search at 100k went from ~1.9 to ~0.7 ms.
-    The quantized copy is built by ``optimize``.
+    The quantized copy is built by ``optimize``. The point-id tracker is kept in RAM
+    too (every search maps its hits' ids), and the shard's search pool has
+    ``search_threads`` threads (see ``DEFAULT_SEARCH_THREADS``; 0 = the engine's own
+    default, derived from the CPUs).
     """
     sparse: dict[str, qe.EdgeSparseVectorParams] = {}
     if spec.learned_sparse:
@@ -138,6 +159,8 @@ def shard_config(spec: CollectionSpec, *, quantize: bool) -> qe.EdgeConfig:
         },
         sparse_vectors=sparse or None,
         payload_memory=qe.Memory.Cached,
+        id_tracker_memory=qe.Memory.Cached,
+        max_search_threads=search_threads or None,
     )
 
 
@@ -147,9 +170,12 @@ class EdgeEngine:
     kind = "edge"
     dependency = DEPENDENCY
 
-    def __init__(self, root: Path, *, quantize: bool = True) -> None:
+    def __init__(
+        self, root: Path, *, quantize: bool = True, search_threads: int = DEFAULT_SEARCH_THREADS
+    ) -> None:
         self._root = Path(root)
         self._quantize = quantize
+        self._search_threads = search_threads
         self._dense_params = DENSE_SEARCH_PARAMS if quantize else None
         self._lock = threading.Lock()
         self._shards: dict[str, qe.EdgeShard] = {}
@@ -158,6 +184,9 @@ class EdgeEngine:
     @property
     def location(self) -> str:
         return str(self._root)
+
+    def _config(self, spec: CollectionSpec) -> qe.EdgeConfig:
+        return shard_config(spec, quantize=self._quantize, search_threads=self._search_threads)
 
     @property
     def root(self) -> Path:
@@ -207,7 +236,7 @@ class EdgeEngine:
                 if name not in self._current and directory.exists():
                     shutil.rmtree(directory)  # an unfinished create: nothing was served from it
             directory.mkdir(parents=True, exist_ok=True)
-            config = shard_config(spec, quantize=self._quantize)
+            config = self._config(spec)
             shard = qe.EdgeShard.create(str(directory / dirname), config)
             for key in indexed_fields(spec):
                 shard.update(
@@ -416,7 +445,7 @@ class EdgeEngine:
             # The configuration is given again so that memory placement and
             # quantization follow this release's settings for shards made by older
             # ones (the engine checks it is compatible and records it).
-            config = shard_config(spec, quantize=self._quantize)
+            config = self._config(spec)
             shard = qe.EdgeShard.load(str(directory / dirname), config)
         except Exception:
             log.exception("loading shard %s failed", directory / dirname)
@@ -494,9 +523,14 @@ class EdgeStore(VersionedStore):
     ``root``. One process owns ``root``."""
 
     def __init__(
-        self, root: Path, *, bm25: Bm25Settings | None = None, quantize: bool = True
+        self,
+        root: Path,
+        *,
+        bm25: Bm25Settings | None = None,
+        quantize: bool = True,
+        search_threads: int = DEFAULT_SEARCH_THREADS,
     ) -> None:
-        self._edge = EdgeEngine(Path(root), quantize=quantize)
+        self._edge = EdgeEngine(Path(root), quantize=quantize, search_threads=search_threads)
         super().__init__(self._edge, bm25=bm25)
 
     @property
