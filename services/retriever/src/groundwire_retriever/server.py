@@ -177,7 +177,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def Info(
         self, request: retriever_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.InfoResponse:
-        specs = await self.core.list_collections()
+        specs = await self.core.list_specs()  # no counts: Info is a cheap probe
         return retriever_pb2.InfoResponse(
             engine=self.core.engine,
             location=self.core.location,

@@ -146,15 +146,19 @@ class RetrieverCore:
         return spec
 
     async def list_collections(self) -> list[CollectionStats]:
-        specs = await asyncio.to_thread(self._store.list_collections)
+        specs = await self.list_specs()
         return [await self.describe(spec.name) for spec in specs]
+
+    async def list_specs(self) -> list[CollectionSpec]:
+        """Every collection's spec, without ``describe``'s counts (see ``spec``)."""
+        return await asyncio.to_thread(self._store.list_collections)
 
     async def spec(self, name: str) -> CollectionSpec:
         """The collection's spec without ``describe``'s counts: those count and facet
         every chunk (~0.75 s at 100k chunks), and every Ingest or Upsert call needs the
         spec. Raises InvalidInput for a bad name, NotFound for a missing collection."""
         validate_collection_name(name)
-        for spec in await asyncio.to_thread(self._store.list_collections):
+        for spec in await self.list_specs():
             if spec.name == name:
                 return spec
         raise NotFound(f"collection {name!r} does not exist")
