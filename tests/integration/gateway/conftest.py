@@ -354,6 +354,7 @@ class FakeUpstream:
     retriever: FakeRetriever
     port: int
     server: Any = field(repr=False)
+    health: Any = field(repr=False)  # grpc's HealthServicer: tests may flip a name
 
     @property
     def addr(self) -> str:
@@ -363,6 +364,9 @@ class FakeUpstream:
         return {"ORCHESTRATOR_ADDR": self.addr, "RETRIEVER_ADDR": self.addr}
 
 
+SERVICES = ((opb, "OrchestratorService"), (rpb, "RetrieverService"))
+
+
 @pytest.fixture(scope="module")
 def fake_upstream() -> Iterator[FakeUpstream]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
@@ -370,12 +374,13 @@ def fake_upstream() -> Iterator[FakeUpstream]:
     ogrpc.add_OrchestratorServiceServicer_to_server(orchestrator, server)
     rgrpc.add_RetrieverServiceServicer_to_server(retriever, server)
     health_servicer = health.HealthServicer()
-    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    for name in ("", *(pb.DESCRIPTOR.services_by_name[n].full_name for pb, n in SERVICES)):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        yield FakeUpstream(orchestrator, retriever, port, server)
+        yield FakeUpstream(orchestrator, retriever, port, server, health_servicer)
     finally:
         server.stop(grace=None)
 

@@ -80,6 +80,9 @@ class FakeService:
     async def start(self) -> None:
         pass
 
+    async def check(self) -> None:
+        pass
+
     async def stop(self) -> None:
         pass
 

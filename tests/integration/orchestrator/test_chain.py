@@ -92,6 +92,9 @@ class ScriptedReranker(reranker_pb2_grpc.RerankerServiceServicer):
     async def start(self) -> None:
         return None
 
+    async def check(self) -> None:
+        return None
+
     async def stop(self) -> None:
         return None
 

@@ -34,6 +34,7 @@ from groundwire_retriever.domain import (
     SearchQuery,
 )
 from groundwire_retriever.store import EdgeStore, QdrantServerStore, StagedSource
+from groundwire_retriever.store.qdrant import QdrantEngine
 from groundwire_retriever.store.versioned import VersionedStore
 
 NS = uuid.UUID("2c4b1a7e-9d3f-4e5a-8b6c-0d1e2f3a4b5c")
@@ -459,3 +460,45 @@ def test_an_unreachable_qdrant_server_is_unavailable() -> None:
     assert "cannot be reached" in info.value.message
     with pytest.raises(Unavailable, match="not open"):
         store.list_collections()
+
+
+def test_ping_follows_the_embedded_engines_folder(tmp_path: Path) -> None:
+    """The engine is in this process: only its folder can go away under it."""
+    root = tmp_path / "edge"
+    store = EdgeStore(root)
+    with pytest.raises(Unavailable, match="not open"):
+        store.ping()
+    store.open()
+    try:
+        store.create_collection(SPEC)
+        store.ping()
+        root.rename(tmp_path / "moved")
+        with pytest.raises(Unavailable, match="is gone") as info:
+            store.ping()
+        assert info.value.dependency == "qdrant-edge"
+        (tmp_path / "moved").rename(root)
+        store.ping()
+    finally:
+        store.close()
+
+
+def test_ping_of_qdrant_in_local_mode_and_of_a_server_gone_away(tmp_path: Path) -> None:
+    store = QdrantServerStore(":memory:")
+    store.open()
+    try:
+        store.ping()
+    finally:
+        store.close()
+    with pytest.raises(Unavailable, match="not open"):
+        store.ping()
+
+    # A server that answered when the store opened and stopped since: the engine's
+    # client is a real QdrantClient of a port nothing listens on.
+    engine = QdrantEngine("http://127.0.0.1:9", timeout_s=2)
+    engine._client = QdrantClient(url="http://127.0.0.1:9", timeout=2, check_compatibility=False)
+    try:
+        with pytest.raises(Unavailable, match="does not answer") as info:
+            engine.ping()
+        assert info.value.dependency == "qdrant"
+    finally:
+        engine.close()

@@ -25,6 +25,7 @@ from groundwire_core.errors import (
     GroundwireError,
     NotFound,
     Overloaded,
+    Unavailable,
 )
 from groundwire_core.grpc.client import check_health, create_channel, rpc_errors
 from groundwire_core.grpc.server import serving
@@ -65,13 +66,16 @@ class FakeReranker(reranker_pb2_grpc.RerankerServiceServicer):
 
 
 class FakeService:
-    """A GrpcService around FakeReranker; start() waits for ``warmed`` when given."""
+    """A GrpcService around FakeReranker; start() waits for ``warmed`` when given;
+    check() fails while ``away`` is set."""
 
     def __init__(self, warmed: asyncio.Event | None = None) -> None:
         self.servicer = FakeReranker()
         self.warmed = warmed
         self.started = False
         self.stopped = False
+        self.away = False
+        self.checks = 0
 
     @property
     def name(self) -> str:
@@ -88,6 +92,11 @@ class FakeService:
         if self.warmed is not None:
             await self.warmed.wait()
         self.started = True
+
+    async def check(self) -> None:
+        self.checks += 1
+        if self.away:
+            raise Unavailable("the model store is away", dependency="model-store")
 
     async def stop(self) -> None:
         self.stopped = True
@@ -266,6 +275,46 @@ async def test_health_is_serving_only_after_start() -> None:
         release.set()
         await asyncio.wait_for(runner, 5)
     assert service.stopped
+
+
+async def test_a_failing_check_takes_the_service_name_out_until_it_passes() -> None:
+    """Readiness (the service's name) follows check(); liveness ("") stays SERVING."""
+    service = FakeService()
+    settings = ServiceSettings(
+        host="127.0.0.1", port=0, shutdown_grace_s=0.5, health_check_interval_s=0.05
+    )
+
+    async def health(ch: grpc.aio.Channel, name: str) -> bool:
+        ok, _, _ = await check_health(ch, name, timeout_s=2)
+        return ok
+
+    async def until(ch: grpc.aio.Channel, name: str, wanted: bool) -> None:
+        for _ in range(100):
+            if await health(ch, name) == wanted:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{name or '(server)'} never became {wanted}")
+
+    async with serving(service, settings) as port, create_channel(f"127.0.0.1:{port}") as ch:
+        assert await health(ch, SERVICE_NAME) and await health(ch, "")
+        service.away = True
+        await until(ch, SERVICE_NAME, False)
+        assert await health(ch, "")  # the process is alive: nothing to restart
+        reply = await _stub(ch).Rerank(reranker_pb2.RerankRequest(query="q"), timeout=5)
+        assert reply is not None  # NOT_SERVING steers traffic away; it refuses nothing
+        service.away = False
+        await until(ch, SERVICE_NAME, True)
+    assert service.checks >= 2
+
+
+async def test_checks_are_off_with_a_zero_interval() -> None:
+    service = FakeService()
+    service.away = True
+    settings = ServiceSettings(host="127.0.0.1", port=0, health_check_interval_s=0)
+    async with serving(service, settings) as port, create_channel(f"127.0.0.1:{port}") as ch:
+        await asyncio.sleep(0.2)
+        ok, _, _ = await check_health(ch, SERVICE_NAME, timeout_s=2)
+    assert ok and service.checks == 0
 
 
 async def test_reflection_lists_the_services(channel: grpc.aio.Channel) -> None:

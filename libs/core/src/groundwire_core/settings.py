@@ -42,6 +42,14 @@ class ServiceSettings(BaseSettings):
     shutdown_grace_s: float = Field(
         5.0, gt=0, description="Seconds in-flight RPCs get to finish on SIGTERM."
     )
+    health_check_interval_s: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds between re-runs of the service's dependency check after "
+        "warm-up. While it fails, the service's own gRPC health name (e.g. "
+        "groundwire.retriever.v1.RetrieverService: readiness) is NOT_SERVING and the "
+        'process-wide "" name (liveness) stays SERVING; 0 = never re-checked.',
+    )
     ready_file: str | None = Field(
         None,
         description="If set, the bound port is written to this file once the service is "

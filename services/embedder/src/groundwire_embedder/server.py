@@ -54,6 +54,9 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
     async def stop(self) -> None:
         await self._engine.stop()
 
+    async def check(self) -> None:
+        """Nothing to re-check: the model runs in this process."""
+
     async def Embed(
         self, request: embedder_pb2.EmbedRequest, context: grpc.aio.ServicerContext
     ) -> embedder_pb2.EmbedResponse:

@@ -36,6 +36,8 @@ _VERIFICATION: dict[int, str] = {
     orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED: "unsupported",
     orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED: "unchecked",
 }
+_ORCHESTRATOR = orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name
+_RETRIEVER = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
 _ROLES = {"user": orchestrator_pb2.ROLE_USER, "assistant": orchestrator_pb2.ROLE_ASSISTANT}
 _FORMATS = {
     None: retriever_pb2.DOCUMENT_FORMAT_UNSPECIFIED,
@@ -360,8 +362,11 @@ class Upstream:
         assert self._orchestrator_channel is not None and self._retriever_channel is not None
         s = self._settings
 
-        async def direct(channel: grpc.aio.Channel, target: str) -> models.DependencyOut:
-            ok, ms, reason = await check_health(channel, timeout_s=1.0)
+        async def direct(
+            channel: grpc.aio.Channel, target: str, service: str
+        ) -> models.DependencyOut:
+            # the service's own health name: its readiness (see groundwire_core.grpc.server)
+            ok, ms, reason = await check_health(channel, service, timeout_s=1.0)
             return models.DependencyOut(
                 status="serving" if ok else "not_serving",
                 target=target,
@@ -370,8 +375,8 @@ class Upstream:
             )
 
         orch, retr = await asyncio.gather(
-            direct(self._orchestrator_channel, s.orchestrator_addr),
-            direct(self._retriever_channel, s.retriever_addr),
+            direct(self._orchestrator_channel, s.orchestrator_addr, _ORCHESTRATOR),
+            direct(self._retriever_channel, s.retriever_addr, _RETRIEVER),
         )
         deps = {"orchestrator": orch, "retriever": retr}
         if orch.status == "serving":

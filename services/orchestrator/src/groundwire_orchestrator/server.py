@@ -9,7 +9,10 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
+from groundwire.embedder.v1 import embedder_pb2
 from groundwire.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from groundwire.reranker.v1 import reranker_pb2
+from groundwire.retriever.v1 import retriever_pb2
 from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import GroundwireError, InvalidInput
 from groundwire_core.grpc.client import check_health, create_channel
@@ -33,6 +36,13 @@ from groundwire_orchestrator.stages.screening import ScreeningStage
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 READ_DOCUMENT_MAX_CHUNKS = 200
+# Each dependency's own health name: its readiness, which a dependency check (the
+# retriever's Qdrant) can turn NOT_SERVING while "" stays SERVING.
+_HEALTH_NAMES = {
+    "embedder": embedder_pb2.DESCRIPTOR.services_by_name["EmbedderService"].full_name,
+    "retriever": retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name,
+    "reranker": reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name,
+}
 
 
 def build_pipeline(
@@ -145,6 +155,11 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         if self._llm is not None:
             await self._llm.aclose()
 
+    async def check(self) -> None:
+        """Nothing to re-check: each stage falls back or names the dependency it lost
+        in the request's own error, and every replica shares the same dependencies,
+        so taking this one out of rotation would help no caller."""
+
     @property
     def pipeline(self) -> Pipeline:
         if self._pipeline is None:
@@ -236,7 +251,7 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
                     status=orchestrator_pb2.DEPENDENCY_STATUS_DISABLED,
                     message="not configured",
                 )
-            ok, ms, reason = await check_health(channel, timeout_s=1.0)
+            ok, ms, reason = await check_health(channel, _HEALTH_NAMES[name], timeout_s=1.0)
             return orchestrator_pb2.Dependency(
                 name=name,
                 status=(

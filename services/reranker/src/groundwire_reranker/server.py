@@ -49,6 +49,9 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
     async def stop(self) -> None:
         await self._reranker.stop()
 
+    async def check(self) -> None:
+        """Nothing to re-check: the model runs in this process."""
+
     async def Rerank(
         self, request: reranker_pb2.RerankRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.RerankResponse:

@@ -64,6 +64,12 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         if self._channel is not None:
             await self._channel.close()
 
+    async def check(self) -> None:
+        """Unavailable while the Qdrant server does not answer (the embedded engine is
+        in this process). The embedder is not checked: searches take vectors from
+        their caller, and ingest names the embedder when it is away."""
+        await self.core.check()
+
     @property
     def core(self) -> RetrieverCore:
         if self._core is None:

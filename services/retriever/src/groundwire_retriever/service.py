@@ -129,6 +129,10 @@ class RetrieverCore:
     async def stop(self) -> None:
         await asyncio.to_thread(self._store.close)
 
+    async def check(self) -> None:
+        """Unavailable while the store's backend does not answer."""
+        await asyncio.to_thread(self._store.ping)
+
     async def create_collection(
         self, name: str, extra_filterable: Sequence[str] = ()
     ) -> CollectionSpec:

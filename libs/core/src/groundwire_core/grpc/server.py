@@ -4,9 +4,16 @@ A service implements :class:`GrpcService` (register its servicers, warm up, stop
 :func:`create_server` builds a server with the tracing, metrics and runtime
 interceptors, health and reflection, bound to ``host:port`` (port 0 picks a free
 one) and returns ``(server, port)``. :func:`serving` runs the whole life cycle —
-health says SERVING only after ``start()`` (the warm-up) returned, and /metrics is
-served on ``metrics_port`` when set — and :func:`serve` adds signal handling for
+health says SERVING only after ``start()`` (the warm-up) returned, ``check()`` is
+re-run every ``health_check_interval_s`` after it, and /metrics is served on
+``metrics_port`` when set — and :func:`serve` adds signal handling for
 ``python -m groundwire_<svc>``.
+
+Health has two names per service: ``""`` (the process is up and warmed: liveness)
+and the service's own name, e.g. ``groundwire.retriever.v1.RetrieverService``
+(it can answer now: readiness). A failing ``check()`` turns the second
+NOT_SERVING until a check passes again; the first stays SERVING, so an orchestrator
+restarts nothing while a dependency such as a Qdrant server is away.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
+from groundwire_core.errors import GroundwireError
 from groundwire_core.grpc.interceptors import ServerRuntimeInterceptor
 from groundwire_core.grpc.observability import ServerObservabilityInterceptor
 from groundwire_core.metrics import MetricsServer, serve_metrics
@@ -55,6 +63,10 @@ class GrpcService(Protocol):
 
     async def start(self) -> None:
         """Warm-up: load models, open stores, connect. Health is SERVING after it."""
+
+    async def check(self) -> None:
+        """Raises a GroundwireError (Unavailable) while the service cannot answer: a
+        dependency it has no fallback for is away. Re-run after start() on a timer."""
 
     async def stop(self) -> None:
         """Releases what start() acquired."""
@@ -115,6 +127,36 @@ async def _set_health(running: RunningServer, names: Sequence[str], status: int)
         await running.health.set(name, status)
 
 
+async def _watch(service: GrpcService, running: RunningServer, interval_s: float) -> None:
+    """Runs ``service.check()`` every ``interval_s``; while it fails, the service's own
+    health names are NOT_SERVING (``""`` is left alone). Logs each change once."""
+    ready = True
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            # a check must not outlive its period: a hung dependency is an absent one
+            await asyncio.wait_for(service.check(), timeout=max(interval_s, 1.0))
+            problem = None
+        except GroundwireError as error:
+            problem = error.message
+        except TimeoutError:
+            problem = f"the health check took longer than {max(interval_s, 1.0):.1f}s"
+        except Exception:
+            log.exception("%s health check failed", service.name)
+            problem = "the health check failed"
+        if (problem is None) == ready:
+            continue
+        ready = problem is None
+        answer = health_pb2.HealthCheckResponse
+        status = answer.SERVING if ready else answer.NOT_SERVING
+        for name in service.service_names:
+            await running.health.set(name, status)
+        if ready:
+            log.info("%s SERVING again: its health check passes", service.name)
+        else:
+            log.warning("%s NOT_SERVING: %s", service.name, problem)
+
+
 @asynccontextmanager
 async def serving(service: GrpcService, settings: ServiceSettings) -> AsyncIterator[int]:
     """Starts ``service`` on a real port, warms it up, yields the port; stops gracefully.
@@ -127,6 +169,7 @@ async def serving(service: GrpcService, settings: ServiceSettings) -> AsyncItera
     await running.server.start()
     log.info("%s listening on %s:%d (warming up)", service.name, settings.host, running.port)
     metrics: MetricsServer | None = None
+    watcher: asyncio.Task[None] | None = None
     try:
         if settings.metrics_port is not None:
             metrics = serve_metrics(settings.metrics_port, settings.host)
@@ -134,8 +177,16 @@ async def serving(service: GrpcService, settings: ServiceSettings) -> AsyncItera
         await service.start()
         await _set_health(running, service.service_names, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s SERVING on port %d", service.name, running.port)
+        if settings.health_check_interval_s > 0:
+            watcher = asyncio.create_task(
+                _watch(service, running, settings.health_check_interval_s),
+                name=f"{service.name}-health",
+            )
         yield running.port
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         try:
             await _set_health(
                 running, service.service_names, health_pb2.HealthCheckResponse.NOT_SERVING

@@ -65,6 +65,10 @@ class VectorStore(Protocol):
         """Persist pending writes and release the backend. Idempotent."""
         ...
 
+    def ping(self) -> None:
+        """Unavailable unless the backend answers now (a cheap call; for health)."""
+        ...
+
     def create_collection(self, spec: CollectionSpec) -> None:
         """Create an empty collection. ``AlreadyExists`` if the name is taken,
         ``InvalidInput`` for a bad name or spec."""

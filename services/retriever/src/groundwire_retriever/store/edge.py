@@ -227,6 +227,12 @@ class EdgeEngine:
         for gid, shard in shards.items():
             self._close_shard(gid, shard)
 
+    def ping(self) -> None:
+        """The engine runs in this process; only its folder can go away (a volume
+        unmounted or deleted under it)."""
+        if not self._base.is_dir():
+            raise Unavailable(f"the data folder {self._base} is gone", dependency=DEPENDENCY)
+
     def create(self, name: str, spec: CollectionSpec, meta: Mapping[str, Any]) -> str:
         directory = self._base / name
         dirname = f"shard-{uuid.uuid4().hex[:12]}"

@@ -86,6 +86,11 @@ class Engine(Protocol):
         """Flush and release the backend. Idempotent."""
         ...
 
+    def ping(self) -> None:
+        """Unavailable unless the backend answers now: one cheap call, not logged (it
+        runs every few seconds while the backend may be away)."""
+        ...
+
     def create(self, name: str, spec: CollectionSpec, meta: Mapping[str, Any]) -> str:
         """A new, empty generation for ``name`` with the spec's vectors and keyword
         indexes; not current. ``name`` may be new (its first generation) or existing

@@ -147,6 +147,19 @@ class QdrantEngine:
             except Exception:
                 log.exception("closing the Qdrant client failed")
 
+    def ping(self) -> None:
+        client = self._client
+        if client is None:
+            raise Unavailable("the vector store is not open", dependency=DEPENDENCY)
+        if self._local:  # local mode runs in this process
+            return
+        try:
+            client.get_collections()
+        except Exception:  # refused, timed out, 5xx: the caller only needs "away"
+            raise Unavailable(
+                f"the Qdrant server at {self._location} does not answer", dependency=DEPENDENCY
+            ) from None
+
     def create(self, name: str, spec: CollectionSpec, meta: Mapping[str, Any]) -> str:
         gid = f"{name}.{uuid.uuid4().hex[:12]}"
         sparse: dict[str, models.SparseVectorParams] = {}

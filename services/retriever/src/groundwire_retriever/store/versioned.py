@@ -224,6 +224,10 @@ class VersionedStore:
                 self._shut(coll)
             self._engine.close()
 
+    def ping(self) -> None:
+        self._require_open()
+        self._engine.ping()
+
     # ------------------------------------------------------------ collections
 
     def create_collection(self, spec: CollectionSpec) -> None:
