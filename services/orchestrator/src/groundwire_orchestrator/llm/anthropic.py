@@ -218,63 +218,42 @@ class AnthropicProvider:
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
         params = request_params(request, self._config.model(request.role), tools=True)
-        try:
-            async with asyncio.timeout_at(deadline):
-                events = await self._sdk().messages.create(
-                    **params,
-                    stream=True,
-                    timeout=wire.http_timeout(timeout_s),
-                    extra_headers=self._extra_headers(),
-                )
-        except TimeoutError:
-            raise failures.timed_out(self.name, timeout_s) from None
-        except Exception as exc:
-            mapped = self._failure(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+        events = await wire.call(
+            self.name,
+            self._failure,
+            lambda: self._sdk().messages.create(
+                **params,
+                stream=True,
+                timeout=wire.http_timeout(timeout_s),
+                extra_headers=self._extra_headers(),
+            ),
+            deadline=deadline,
+            timeout_s=timeout_s,
+        )
         reader = _StreamReader(self.name)
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        event = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    raise failures.timed_out(self.name, timeout_s) from None
-                except Exception as exc:
-                    mapped = self._failure(exc)
-                    if mapped is None:
-                        raise
-                    raise mapped from exc
+        guarded = wire.items(
+            self.name, self._failure, events, deadline=deadline, timeout_s=timeout_s
+        )
+        async with contextlib.aclosing(guarded) as stream:
+            async for event in stream:
                 for out in reader.feed(event):
                     yield out
-        finally:
-            # Reached on completion, error, aclose() and cancellation alike: an
-            # unfinished response is dropped with its connection, which is what tells
-            # the server to stop generating.
-            with contextlib.suppress(Exception):
-                await events.close()
         log.debug("%s stream ended: %s", self.name, reader.stop_reason)
 
     async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
         """The reply's text, in one non-streaming call (tools are not offered)."""
         params = request_params(request, self._config.model(request.role), tools=False)
-        try:
-            async with asyncio.timeout(timeout_s):
-                message = await self._sdk().messages.create(
-                    **params,
-                    timeout=wire.http_timeout(timeout_s),
-                    extra_headers=self._extra_headers(),
-                )
-        except TimeoutError:
-            raise failures.timed_out(self.name, timeout_s) from None
-        except Exception as exc:
-            mapped = self._failure(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+        message = await wire.call(
+            self.name,
+            self._failure,
+            lambda: self._sdk().messages.create(
+                **params,
+                timeout=wire.http_timeout(timeout_s),
+                extra_headers=self._extra_headers(),
+            ),
+            deadline=asyncio.get_running_loop().time() + timeout_s,
+            timeout_s=timeout_s,
+        )
         content = cast(list[object], message.content)
         return "".join(block.text for block in content if isinstance(block, TextBlock))
 

@@ -234,65 +234,45 @@ class OpenAICompatProvider:
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
         params = request_params(request, self._config.model(request.role), tools=True)
-        try:
-            async with asyncio.timeout_at(deadline):
-                chunks = await self._sdk().chat.completions.create(
-                    **params,
-                    stream=True,
-                    timeout=wire.http_timeout(timeout_s),
-                    extra_headers=self._extra_headers(),
-                )
-        except TimeoutError:
-            raise failures.timed_out(self.name, timeout_s) from None
-        except Exception as exc:
-            mapped = self._failure(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+        chunks = await wire.call(
+            self.name,
+            self._failure,
+            lambda: self._sdk().chat.completions.create(
+                **params,
+                stream=True,
+                timeout=wire.http_timeout(timeout_s),
+                extra_headers=self._extra_headers(),
+            ),
+            deadline=deadline,
+            timeout_s=timeout_s,
+        )
         reader = _ChunkReader(self.name)
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    raise failures.timed_out(self.name, timeout_s) from None
-                except Exception as exc:
-                    mapped = self._failure(exc)
-                    if mapped is None:
-                        raise
-                    raise mapped from exc
+        guarded = wire.items(
+            self.name, self._failure, chunks, deadline=deadline, timeout_s=timeout_s
+        )
+        async with contextlib.aclosing(guarded) as stream:
+            async for chunk in stream:
                 for out in reader.feed(chunk):
                     yield out
-            # A server that ends the stream without a finish_reason still meant its calls.
-            for out in reader.flush():
-                yield out
-        finally:
-            # On completion, error, aclose() and cancellation alike: dropping an
-            # unfinished response closes its connection, so the server stops generating.
-            with contextlib.suppress(Exception):
-                await chunks.close()
+        # A server that ends the stream without a finish_reason still meant its calls.
+        for out in reader.flush():
+            yield out
         log.debug("%s stream ended: %s", self.name, reader.finish_reason)
 
     async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
         """The reply's text, in one non-streaming call (tools are not offered)."""
         params = request_params(request, self._config.model(request.role), tools=False)
-        try:
-            async with asyncio.timeout(timeout_s):
-                completion = await self._sdk().chat.completions.create(
-                    **params,
-                    timeout=wire.http_timeout(timeout_s),
-                    extra_headers=self._extra_headers(),
-                )
-        except TimeoutError:
-            raise failures.timed_out(self.name, timeout_s) from None
-        except Exception as exc:
-            mapped = self._failure(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+        completion = await wire.call(
+            self.name,
+            self._failure,
+            lambda: self._sdk().chat.completions.create(
+                **params,
+                timeout=wire.http_timeout(timeout_s),
+                extra_headers=self._extra_headers(),
+            ),
+            deadline=asyncio.get_running_loop().time() + timeout_s,
+            timeout_s=timeout_s,
+        )
         if not completion.choices:
             raise failures.malformed(self.name, "no choices")
         return completion.choices[0].message.content or ""

@@ -1,19 +1,82 @@
-"""What the HTTP providers share besides the failure table: timeouts and tool-call
-argument parsing."""
+"""What the HTTP providers share besides the failure table: calls and streams under
+one deadline with their errors mapped, timeouts, and tool-call argument parsing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import httpx2
 
+from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.llm import failures
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+Failure = Callable[[BaseException], GroundwireError | None]
+"""A provider's map from an SDK or transport exception to our error (None: not one)."""
+
+
+class SdkStream(Protocol[T_co]):
+    """What both SDKs' async streams offer."""
+
+    def __anext__(self) -> Awaitable[T_co]: ...
+
+    async def close(self) -> None: ...
 
 CONNECT_TIMEOUT_S = 5.0
 DEFAULT_CLIENT_TIMEOUT = httpx2.Timeout(60.0, connect=CONNECT_TIMEOUT_S)
 """The SDK clients' default; every call passes its own (see :func:`http_timeout`)."""
+
+
+async def call(
+    provider: str,
+    failure: Failure,
+    make: Callable[[], Awaitable[T]],
+    *,
+    deadline: float,
+    timeout_s: float,
+) -> T:
+    """``await make()`` by ``deadline`` (event-loop time; the budget was ``timeout_s``),
+    with SDK and transport exceptions raised as ``failure`` maps them."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await make()
+    except TimeoutError:
+        raise failures.timed_out(provider, timeout_s) from None
+    except StopAsyncIteration:
+        raise
+    except Exception as exc:
+        mapped = failure(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+async def items(
+    provider: str, failure: Failure, stream: SdkStream[T], *, deadline: float, timeout_s: float
+) -> AsyncGenerator[T, None]:
+    """The stream's items, each awaited as :func:`call` does. The stream is closed on
+    every way out (completion, error, ``aclose()``, cancellation): dropping an
+    unfinished response closes its connection, which tells the server to stop
+    generating. Iterate it under ``contextlib.aclosing`` so that happens at once."""
+    try:
+        while True:
+            try:
+                item = await call(
+                    provider, failure, stream.__anext__, deadline=deadline, timeout_s=timeout_s
+                )
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        with contextlib.suppress(Exception):
+            await stream.close()
 
 
 def http_timeout(timeout_s: float) -> httpx2.Timeout:
