@@ -25,7 +25,6 @@ from pydantic import SecretStr
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.llm import failures, wire
 from groundwire_orchestrator.llm.base import (
-    ChatMessage,
     LLMRequest,
     ModelRole,
     StreamEvent,
@@ -283,18 +282,10 @@ class OpenAICompatProvider:
         Opens no connection: one canned streamed and one canned whole reply run
         through an in-memory transport."""
         self._sdk()
-        wire.warm_transport()
-        transport = httpx2.MockTransport(_rehearsal_reply)
-        async with httpx2.AsyncClient(transport=transport) as http:
-            rehearsal = OpenAICompatProvider(
-                replace(self._config, api_key=SecretStr("warm-up"), base_url=_REHEARSAL_URL),
-                http_client=http,
-            )
-            request = LLMRequest(system="", messages=(ChatMessage("user", "warm up"),))
-            async for _ in rehearsal.stream(request, timeout_s=60):
-                pass
-            await rehearsal.complete(request, timeout_s=60)
-            await rehearsal.aclose()
+        config = replace(self._config, api_key=SecretStr("warm-up"), base_url=_REHEARSAL_URL)
+        await wire.rehearse(
+            lambda http: OpenAICompatProvider(config, http_client=http), _rehearsal_reply
+        )
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -14,6 +14,7 @@ import httpx2
 
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.llm import failures
+from groundwire_orchestrator.llm.base import ChatMessage, LLMProvider, LLMRequest
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -96,6 +97,23 @@ def tool_arguments(provider: str, raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise failures.malformed(provider, "tool arguments are not a JSON object")
     return value
+
+
+async def rehearse(
+    make: Callable[[httpx2.AsyncClient], LLMProvider],
+    reply: Callable[[httpx2.Request], httpx2.Response],
+) -> None:
+    """One streamed and one whole call through ``make(http)``, a provider whose HTTP
+    client answers in memory with ``reply``: a provider's warm-up, opening no
+    connection. Loads what the SDK and its transport load on first use."""
+    warm_transport()
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(reply)) as http:
+        rehearsal = make(http)
+        request = LLMRequest(system="", messages=(ChatMessage("user", "warm up"),))
+        async for _ in rehearsal.stream(request, timeout_s=60):
+            pass
+        await rehearsal.complete(request, timeout_s=60)
+        await rehearsal.aclose()
 
 
 def warm_transport() -> None:
