@@ -30,8 +30,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +40,7 @@ from typing import Any
 import grpc
 import numpy as np
 import onnxruntime as ort
+from service_process import ServiceProcess
 from tokenizers import Tokenizer
 
 from groundwire.embedder.v1 import embedder_pb2
@@ -199,41 +198,6 @@ def timed_loop(fn: Callable[[int], int], seconds: float) -> float:
 # -- the service -----------------------------------------------------------------------------
 
 
-class EmbedderProcess:
-    """``python -m groundwire_embedder`` on a free port, with default serving settings."""
-
-    def __init__(self, model_dir: Path, threads: int, workdir: Path) -> None:
-        self.ready = workdir / "embedder.ready"
-        self.log = workdir / "embedder.log"
-        env = {
-            **os.environ,
-            "GROUNDWIRE_EMBEDDER_MODEL_DIR": str(model_dir),
-            "GROUNDWIRE_EMBEDDER_PORT": "0",
-            "GROUNDWIRE_EMBEDDER_READY_FILE": str(self.ready),
-            "GROUNDWIRE_EMBEDDER_INTRA_OP_THREADS": str(threads),
-        }
-        self.ready.unlink(missing_ok=True)
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "groundwire_embedder"], env=env, stdout=log, stderr=log
-            )
-        deadline = time.monotonic() + 120
-        while not self.ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the embedder did not start; see {self.log}")
-            time.sleep(0.05)
-        self.port = int(self.ready.read_text())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
 def request_bytes(texts: Sequence[str]) -> bytes:
     data: bytes = embedder_pb2.EmbedRequest(
         texts=list(texts), kind=embedder_pb2.TEXT_KIND_DOCUMENT, outputs=[embedder_pb2.OUTPUT_DENSE]
@@ -335,7 +299,9 @@ def measure(
         result["shapes"][shape] = local_throughput(bare, batches, torch_model, plan.seconds)
 
     query = query_of_tokens(bare.tokenizer, QUERY_TOKENS)
-    server = EmbedderProcess(model_dir, threads, workdir)
+    server = ServiceProcess(
+        "embedder", {"MODEL_DIR": str(model_dir), "INTRA_OP_THREADS": str(threads)}, workdir
+    )
     try:
         grpc_times, ort_times = asyncio.run(
             query_latency(server.port, bare, query, plan.latency_calls)

@@ -32,8 +32,6 @@ import json
 import os
 import platform
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +42,7 @@ from typing import Any
 import grpc
 import numpy as np
 import onnxruntime as ort
+from service_process import ServiceProcess
 
 from groundwire.reranker.v1 import reranker_pb2
 from groundwire_reranker.export import BuildReport, build_profile
@@ -143,41 +142,6 @@ class BareSession:
 # -- the service -----------------------------------------------------------------------------
 
 
-class RerankerProcess:
-    """``python -m groundwire_reranker`` on a free port, serving ``model_dir``."""
-
-    def __init__(self, model_dir: Path, threads: int, workdir: Path) -> None:
-        self.ready = workdir / "reranker.ready"
-        self.log = workdir / "reranker.log"
-        env = {
-            **os.environ,
-            "GROUNDWIRE_RERANKER_MODEL_DIR": str(model_dir),
-            "GROUNDWIRE_RERANKER_PORT": "0",
-            "GROUNDWIRE_RERANKER_READY_FILE": str(self.ready),
-            "GROUNDWIRE_RERANKER_INTRA_OP_THREADS": str(threads),
-        }
-        self.ready.unlink(missing_ok=True)
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "groundwire_reranker"], env=env, stdout=log, stderr=log
-            )
-        deadline = time.monotonic() + 120
-        while not self.ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the reranker did not start; see {self.log}")
-            time.sleep(0.05)
-        self.port = int(self.ready.read_text())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
 def percentiles(times: Sequence[float]) -> dict[str, float]:
     return {
         "p50_ms": float(np.percentile(times, 50)),
@@ -240,7 +204,11 @@ def measure(
 ) -> dict[str, Any]:
     query = the_query()
     bare = BareSession(report.out_dir, threads)
-    service = RerankerProcess(report.out_dir, threads, workdir)
+    service = ServiceProcess(
+        "reranker",
+        {"MODEL_DIR": str(report.out_dir), "INTRA_OP_THREADS": str(threads)},
+        workdir,
+    )
     try:
         cells = {
             str(n): asyncio.run(

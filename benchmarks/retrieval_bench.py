@@ -38,9 +38,6 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +50,7 @@ from typing import Any
 import grpc
 import numpy as np
 import qdrant_edge as qe
+from service_process import ServiceProcess
 
 from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
@@ -198,61 +196,6 @@ def fill_engine(path: Path, corpus: Corpus) -> tuple[qe.EdgeShard, qe.Bm25, floa
     return shard, bm25, time.perf_counter() - started
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RetrieverProcess:
-    """``python -m groundwire_retriever`` on a store folder, on a free port."""
-
-    def __init__(self, data_path: Path, run_dir: Path) -> None:
-        self.port = _free_port()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self._ready = run_dir / "retriever.ready"
-        self._ready.unlink(missing_ok=True)
-        self._log = run_dir / "retriever.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWIRE_RETRIEVER_")}
-        env.update(
-            {
-                "GROUNDWIRE_RETRIEVER_PORT": str(self.port),
-                "GROUNDWIRE_RETRIEVER_HOST": "127.0.0.1",
-                "GROUNDWIRE_RETRIEVER_DATA_PATH": str(data_path),
-                "GROUNDWIRE_RETRIEVER_READY_FILE": str(self._ready),
-                # Search takes vectors from the caller: the embedder is never called
-                "GROUNDWIRE_RETRIEVER_EMBEDDER_ADDR": "127.0.0.1:9",
-                "GROUNDWIRE_RETRIEVER_LOG_LEVEL": "WARNING",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        with self._log.open("ab") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "groundwire_retriever"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def wait_ready(self, timeout_s: float = 300.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self._ready.exists():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                tail = self._log.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the retriever did not start; its log ends with:\n{tail}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-
-
 def _summary(values: list[float]) -> dict[str, float]:
     a = np.asarray(values)
     return {
@@ -384,9 +327,18 @@ def run_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     shard, bm25, engine_s = fill_engine(work / f"engine-{n}", corpus)
     print(f"   shard filled and optimized in {engine_s:.0f} s", flush=True)
     del corpus
-    retriever = RetrieverProcess(served_root, work / f"run-{n}")
+    retriever = ServiceProcess(
+        "retriever",
+        {
+            "DATA_PATH": str(served_root),
+            # Search takes vectors from the caller: the embedder is never called
+            "EMBEDDER_ADDR": "127.0.0.1:9",
+            "LOG_LEVEL": "WARNING",
+        },
+        work / f"run-{n}",
+        inherit_settings=False,  # the defaults are what is measured
+    )
     try:
-        retriever.wait_ready()
         print(f"   timing {len(queries)} queries three ways (interleaved)…", flush=True)
         load_before = os.getloadavg()[0]
         figures = asyncio.run(
