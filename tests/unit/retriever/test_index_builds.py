@@ -1,6 +1,7 @@
 """When RetrieverCore asks the store to build its search indexes: on start, and once
-per ``optimize_after_chunks`` chunks written (the build pauses the embedded engine, so
-never after every write); and that writes read the spec without counting chunks."""
+per ``optimize_after_chunks`` chunks written (the build copies the collection and
+holds its writes, so never after every write); and that writes read the spec without
+counting chunks."""
 
 from __future__ import annotations
 

@@ -100,9 +100,9 @@ class RetrieverCore:
 
     async def _wrote(self, name: str, chunks: int) -> None:
         """Counts written chunks; past ``optimize_after_chunks`` (0: only on start) builds the
-        collection's search indexes. On the embedded engine that build holds the whole
-        process (see ``EdgeStore.optimize``): searches wait for it, so it runs once per
-        that many chunks, not after every write."""
+        collection's search indexes. On the embedded engine the build copies the
+        collection and writes wait for it (see ``EdgeStore.optimize``), so it runs once
+        per that many chunks, not after every write."""
         if not self._optimize_after or chunks <= 0:
             return
         total = self._unindexed.get(name, 0) + chunks

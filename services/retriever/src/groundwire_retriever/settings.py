@@ -40,8 +40,10 @@ class RetrieverSettings(ServiceSettings):
         ge=0,
         description="Embedded engine: build the search indexes (HNSW, int8 quantization) "
         "once this many chunks were written since the last build, and on start; 0 = only "
-        "on start. The build holds the retriever for its duration (~30 s at 100k chunks "
-        "on 2 cores); unindexed chunks are searched by brute force meanwhile.",
+        "on start. The build runs in a child process on a copy of the collection "
+        "(~30 s at 100k chunks on 2 cores; the disk holds both copies meanwhile): "
+        "searches go on, writes to the collection wait for it; unindexed chunks are "
+        "searched by brute force until it is done.",
     )
     search_threads: int = Field(
         DEFAULT_SEARCH_THREADS,

@@ -11,7 +11,8 @@ Layout under ``root``::
     collections/.dropped-<name>-<hex>/   a drop in progress (removed on open)
 
 A shard folder that ``collection.json`` does not name is a re-index that never
-switched, or an old generation whose removal was interrupted: removed on open.
+switched, an index build that never finished, or an old generation whose removal was
+interrupted: removed on open.
 
 Each shard has the named vectors ``dense`` (cosine; with an int8 scalar-quantized copy
 for search, rescored with the originals), ``sparse`` (learned lexical weights, only
@@ -33,6 +34,8 @@ import logging
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
@@ -78,6 +81,8 @@ _SCROLL_PAGE = 1_000
 _SPEC_FILE = "collection.json"
 _SHARD_RE = re.compile(r"^shard(-[0-9a-f]{12})?$")
 _DROPPED_PREFIX = ".dropped-"
+OPTIMIZER = [sys.executable, "-m", "groundwire_retriever.store.optimize_shard"]
+"""The command that builds a shard folder's indexes in a process of its own."""
 
 
 DENSE_SEARCH_PARAMS = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True))
@@ -98,6 +103,20 @@ def _write_json_atomic(path: Path, doc: Mapping[str, Any], *, durable: bool = Tr
             fh.flush()
             os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _remove_in_background(folder: Path) -> None:
+    """Removes ``folder`` on a thread of its own. File by file, each removal waits for
+    the GIL, which qdrant-edge's searches hold while they run: back-to-back searches
+    made a synchronous removal take minutes. One left behind by an exit is an orphan
+    that ``EdgeEngine.open`` removes."""
+    threading.Thread(
+        target=shutil.rmtree,
+        args=(folder,),
+        kwargs={"ignore_errors": True},
+        name="edge-remove",
+        daemon=True,
+    ).start()
 
 
 def _filter(where: Where) -> qe.Filter | None:
@@ -180,10 +199,19 @@ class EdgeEngine:
         self._lock = threading.Lock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._current: dict[str, str] = {}
+        self._specs: dict[str, CollectionSpec] = {}
+        self._folders: dict[str, str] = {}
+        """generation -> its shard folder, once an index build moved it (see optimize)."""
+        self._replaced: dict[str, list[tuple[qe.EdgeShard, Path]]] = {}
+        """generation -> shards an index build replaced, open until release_replaced."""
 
     @property
     def location(self) -> str:
         return str(self._root)
+
+    def _folder(self, generation: str) -> Path:
+        name, dirname = generation.split("/", 1)
+        return self._base / name / self._folders.get(generation, dirname)
 
     def _config(self, spec: CollectionSpec) -> qe.EdgeConfig:
         return shard_config(spec, quantize=self._quantize, search_threads=self._search_threads)
@@ -224,6 +252,9 @@ class EdgeEngine:
         with self._lock:
             shards, self._shards = self._shards, {}
             self._current = {}
+            replaced = list(self._replaced)
+        for gid in replaced:
+            self.release_replaced(gid)
         for gid, shard in shards.items():
             self._close_shard(gid, shard)
 
@@ -256,10 +287,11 @@ class EdgeEngine:
         gid = f"{name}/{dirname}"
         with self._lock:
             self._shards[gid] = shard
+            self._specs[gid] = spec
         return gid
 
     def make_current(self, name: str, generation: str, meta: Mapping[str, Any]) -> None:
-        dirname = generation.split("/", 1)[1]
+        dirname = self._folder(generation).name
         try:
             _write_json_atomic(self._base / name / _SPEC_FILE, {**meta, "shard": dirname})
         except OSError:
@@ -274,7 +306,7 @@ class EdgeEngine:
         # folder is an orphan and open() removes it.
         if self._current.get(name) != generation:
             return
-        dirname = generation.split("/", 1)[1]
+        dirname = self._folder(generation).name
         try:
             _write_json_atomic(
                 self._base / name / _SPEC_FILE, {**meta, "shard": dirname}, durable=durable
@@ -283,16 +315,23 @@ class EdgeEngine:
             raise _engine_error(f"save the state of collection {name!r}") from None
 
     def drop_generation(self, name: str, generation: str) -> None:
+        folder = self._folder(generation)
+        self.release_replaced(generation)
         with self._lock:
             shard = self._shards.pop(generation, None)
+            self._specs.pop(generation, None)
+            self._folders.pop(generation, None)
         if shard is not None:
             self._close_shard(generation, shard)
-        shutil.rmtree(self._base / generation, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
     def drop(self, name: str, generations: Sequence[str]) -> None:
         for gid in generations:
+            self.release_replaced(gid)
             with self._lock:
                 shard = self._shards.pop(gid, None)
+                self._specs.pop(gid, None)
+                self._folders.pop(gid, None)
             if shard is not None:
                 self._close_shard(gid, shard)
         with self._lock:
@@ -310,10 +349,85 @@ class EdgeEngine:
         shutil.rmtree(tombstone, ignore_errors=True)
 
     def optimize(self, generation: str) -> bool:
+        """Builds the generation's search indexes on a copy of its shard, in a child
+        process (see ``optimize_shard``: in this process the build would hold the GIL
+        and stop every search), then serves the built copy under the same generation
+        id. The caller keeps writes out meanwhile; searches go on from the original.
+        The original stays open for searches already running on it until
+        ``release_replaced``. Returns whether anything was built.
+        """
+        shard = self._shard(generation)
+        name = generation.split("/", 1)[0]
+        source = self._folder(generation)
+        target = source.with_name(f"shard-{uuid.uuid4().hex[:12]}")
         try:
-            return self._shard(generation).optimize()
+            shard.flush()  # every write is in the segments the copy takes
+            built = self._build(source, target, name)
+            if not built:
+                _remove_in_background(target)
+                return False
+            fresh = qe.EdgeShard.load(str(target), self._config(self._spec(generation)))
+        except BackendFailure:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         except Exception:
-            raise _engine_error(f"optimize {generation!r}") from None
+            shutil.rmtree(target, ignore_errors=True)
+            raise _engine_error(f"build the search index of collection {name!r}") from None
+        try:
+            if self._current.get(name) == generation:  # the commit point: the pointer
+                pointer = self._base / name / _SPEC_FILE
+                with pointer.open(encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                _write_json_atomic(pointer, {**doc, "shard": target.name})
+        except (OSError, ValueError):
+            self._close_shard(target.name, fresh)
+            shutil.rmtree(target, ignore_errors=True)
+            raise _engine_error(f"switch collection {name!r} to its built index") from None
+        with self._lock:
+            self._replaced.setdefault(generation, []).append((self._shards[generation], source))
+            self._shards[generation] = fresh
+            self._folders[generation] = target.name
+        return True
+
+    def _build(self, source: Path, target: Path, name: str) -> bool:
+        """Runs the optimizer process (copy ``source`` to ``target``, build the copy);
+        whether it built anything."""
+        done = subprocess.run(
+            [*OPTIMIZER, str(source), str(target)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            log.error(
+                "building the search index of collection %s failed (exit %d): %s",
+                name,
+                done.returncode,
+                done.stderr.strip()[-2000:],
+            )
+            raise BackendFailure(
+                f"the vector store failed to build the search index of collection {name!r}",
+                dependency=DEPENDENCY,
+            )
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        log.info("collection %s: index build took %.1f s", name, report["seconds"])
+        return bool(report["built"])
+
+    def release_replaced(self, generation: str) -> None:
+        """Closes the shards ``optimize`` replaced (call once no search uses them) and
+        removes their folders in the background."""
+        with self._lock:
+            replaced = self._replaced.pop(generation, [])
+        for shard, folder in replaced:
+            self._close_shard(str(folder), shard)
+            _remove_in_background(folder)
+
+    def _spec(self, generation: str) -> CollectionSpec:
+        spec = self._specs.get(generation)
+        if spec is None:
+            raise Unavailable("the vector store is not open", dependency=DEPENDENCY)
+        return spec
 
     # ------------------------------------------------------------ points
 
@@ -464,6 +578,7 @@ class EdgeEngine:
         with self._lock:
             self._shards[gid] = shard
             self._current[name] = gid
+            self._specs[gid] = spec
         meta = {k: v for k, v in doc.items() if k != "shard"}
         if version == 1:
             meta = self._migrate(name, gid, shard, spec, settings)
@@ -545,14 +660,24 @@ class EdgeStore(VersionedStore):
 
     def optimize(self, name: str) -> bool:
         """Run the engine's segment optimizers (HNSW build, quantization, vacuum) now,
-        blocking. Returns whether anything was optimized.
+        blocking the caller. Returns whether anything was optimized.
 
         qdrant-edge has no background optimizer, so a freshly filled collection is
         searched by brute force until this runs (100k chunks: ~11 ms per hybrid search
-        instead of ~5). Writes to the collection wait meanwhile, and the engine holds
-        Python's GIL for the whole build (~30 s at 100k chunks on 2 cores): nothing
-        else in the process runs until it returns.
+        instead of ~5). The build runs in a child process on a copy of the shard
+        (``EdgeEngine.optimize``): in this process the engine would hold Python's GIL
+        for all of it (~30 s at 100k chunks on 2 cores) and nothing else would run.
+        Searches go on from the original meanwhile and move to the built copy when it
+        is ready; writes to the collection wait. The disk holds both copies until then.
         """
         coll = self._get(name)
         with self._writing(coll) as gen:
-            return self._edge.optimize(gen.id)
+            try:
+                built = self._edge.optimize(gen.id)
+                if built:
+                    # the built copy serves new searches; wait out the ones still
+                    # running on the original before closing it
+                    self._install(coll, gen, wait=True)
+            finally:
+                self._edge.release_replaced(gen.id)
+        return built
