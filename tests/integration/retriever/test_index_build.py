@@ -109,6 +109,7 @@ def test_searches_go_on_during_a_build_and_find_the_same_chunks(tmp_path: Path) 
         assert _settled_folders(root) == after_folders
     finally:
         store.close()
+    assert _shard_folders(root) == after_folders  # close waits for the removals
 
     reopened = EdgeStore(root)
     reopened.open()

@@ -105,20 +105,6 @@ def _write_json_atomic(path: Path, doc: Mapping[str, Any], *, durable: bool = Tr
     os.replace(tmp, path)
 
 
-def _remove_in_background(folder: Path) -> None:
-    """Removes ``folder`` on a thread of its own. File by file, each removal waits for
-    the GIL, which qdrant-edge's searches hold while they run: back-to-back searches
-    made a synchronous removal take minutes. One left behind by an exit is an orphan
-    that ``EdgeEngine.open`` removes."""
-    threading.Thread(
-        target=shutil.rmtree,
-        args=(folder,),
-        kwargs={"ignore_errors": True},
-        name="edge-remove",
-        daemon=True,
-    ).start()
-
-
 def _filter(where: Where) -> qe.Filter | None:
     if where.empty:
         return None
@@ -204,6 +190,7 @@ class EdgeEngine:
         """generation -> its shard folder, once an index build moved it (see optimize)."""
         self._replaced: dict[str, list[tuple[qe.EdgeShard, Path]]] = {}
         """generation -> shards an index build replaced, open until release_replaced."""
+        self._removals: list[threading.Thread] = []
 
     @property
     def location(self) -> str:
@@ -257,6 +244,10 @@ class EdgeEngine:
             self.release_replaced(gid)
         for gid, shard in shards.items():
             self._close_shard(gid, shard)
+        with self._lock:
+            removals, self._removals = self._removals, []
+        for thread in removals:  # closed means settled: no folder still going away
+            thread.join()
 
     def ping(self) -> None:
         """The engine runs in this process; only its folder can go away (a volume
@@ -364,7 +355,7 @@ class EdgeEngine:
             shard.flush()  # every write is in the segments the copy takes
             built = self._build(source, target, name)
             if not built:
-                _remove_in_background(target)
+                self._remove_in_background(target)
                 return False
             fresh = qe.EdgeShard.load(str(target), self._config(self._spec(generation)))
         except BackendFailure:
@@ -421,7 +412,24 @@ class EdgeEngine:
             replaced = self._replaced.pop(generation, [])
         for shard, folder in replaced:
             self._close_shard(str(folder), shard)
-            _remove_in_background(folder)
+            self._remove_in_background(folder)
+
+    def _remove_in_background(self, folder: Path) -> None:
+        """Removes ``folder`` on a thread of its own (``close`` waits for it). File by
+        file, each removal waits for the GIL, which qdrant-edge's searches hold while
+        they run: back-to-back searches made a synchronous removal take minutes. One
+        left behind by a crash is an orphan that ``open`` removes."""
+        thread = threading.Thread(
+            target=shutil.rmtree,
+            args=(folder,),
+            kwargs={"ignore_errors": True},
+            name="edge-remove",
+            daemon=True,
+        )
+        with self._lock:
+            self._removals = [t for t in self._removals if t.is_alive()]
+            self._removals.append(thread)
+        thread.start()
 
     def _spec(self, generation: str) -> CollectionSpec:
         spec = self._specs.get(generation)
