@@ -6,12 +6,10 @@ qdrant-edge's ``optimize`` holds Python's GIL for the whole build (~30 s at 100k
 chunks on 2 cores), so ``EdgeEngine.optimize`` runs it here while the retriever goes
 on answering from the original. The copy is made here too: qdrant-edge's searches
 also hold the GIL, and a thread of the retriever copying file by file waited for it
-at every file while searches ran back to back. The build runs at the same
-CPU priority as the searches: at a lower one, a retriever busy with searches starved
-it (measured: an 8,000-chunk build that takes 2 s did not finish in 3 minutes at nice
-10 beside a search loop), and the searches stayed on the slower unindexed shard.
-Prints one JSON line: ``{"built": bool, "seconds": s}``; exits 1 with the reason on
-stderr when the shard cannot be built.
+at every file while searches ran back to back. The build runs at the searches' CPU
+priority: until it is done they run on the slower unindexed shard. Prints one JSON
+line: ``{"built": bool, "seconds": s}``; exits 1 with the reason on stderr when the
+shard cannot be built.
 """
 
 from __future__ import annotations
