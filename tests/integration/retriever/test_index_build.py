@@ -120,6 +120,24 @@ def test_searches_go_on_during_a_build_and_find_the_same_chunks(tmp_path: Path) 
         reopened.close()
 
 
+def test_an_in_place_build_copies_nothing(tmp_path: Path) -> None:
+    """Start-up's build: nothing is served yet, so no copy and no child process."""
+    root = tmp_path / "data"
+    store = EdgeStore(root)
+    store.open()
+    try:
+        store.create_collection(CollectionSpec(name="c", dense_dims=DIMS))
+        store.upsert("c", _rows(0, CHUNKS))
+        folders = _shard_folders(root)
+        before = _bm25(store, "word17")
+        assert store.optimize("c", in_place=True) is True
+        assert _shard_folders(root) == folders
+        assert _bm25(store, "word17") == before
+        assert store.optimize("c") is False  # built already
+    finally:
+        store.close()
+
+
 def test_a_failed_build_leaves_the_collection_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,7 +23,7 @@ class RecordingStore:
 
     def __init__(self) -> None:
         self.spec = CollectionSpec(name="docs", dense_dims=2)
-        self.optimized: list[str] = []
+        self.optimized: list[tuple[str, bool]] = []  # (collection, in place)
         self.written = 0
 
     def open(self) -> None: ...
@@ -37,8 +37,8 @@ class RecordingStore:
     def upsert(self, name: str, chunks: list[tuple[Chunk, ChunkVectors]]) -> None:
         self.written += len(chunks)
 
-    def optimize(self, name: str) -> bool:
-        self.optimized.append(name)
+    def optimize(self, name: str, *, in_place: bool = False) -> bool:
+        self.optimized.append((name, in_place))
         return True
 
 
@@ -53,13 +53,15 @@ async def test_indexes_are_built_on_start_and_every_n_chunks() -> None:
     store = RecordingStore()
     core = RetrieverCore(store, embedder=None, optimize_after_chunks=10)  # type: ignore[arg-type]
     await core.start()
-    assert store.optimized == ["docs"]  # what a previous run left unindexed
+    # what a previous run left unindexed, built in place: nothing is served yet
+    assert store.optimized == [("docs", True)]
     await core.upsert("docs", _chunks(6))
-    assert store.optimized == ["docs"]  # 6 < 10
+    assert store.optimized == [("docs", True)]  # 6 < 10
     await core.upsert("docs", _chunks(6))
-    assert store.optimized == ["docs", "docs"]  # 12 >= 10: built, count reset
+    # 12 >= 10: built (aside: searches go on), count reset
+    assert store.optimized == [("docs", True), ("docs", False)]
     await core.upsert("docs", _chunks(9))
-    assert store.optimized == ["docs", "docs"]
+    assert store.optimized == [("docs", True), ("docs", False)]
 
 
 async def test_zero_builds_only_on_start() -> None:
@@ -67,7 +69,7 @@ async def test_zero_builds_only_on_start() -> None:
     core = RetrieverCore(store, embedder=None, optimize_after_chunks=0)  # type: ignore[arg-type]
     await core.start()
     await core.upsert("docs", _chunks(50))
-    assert store.optimized == ["docs"]
+    assert store.optimized == [("docs", True)]
 
 
 async def test_writes_read_the_spec_without_counting_the_collection() -> None:

@@ -96,7 +96,8 @@ class RetrieverCore:
         wrote without building them (instant when there is nothing to build)."""
         await asyncio.to_thread(self._store.open)
         for spec in await asyncio.to_thread(self._store.list_collections):
-            await self._optimize(spec.name, "on start")
+            # nothing is served before start returns: build in place, no copy
+            await self._optimize(spec.name, "on start", in_place=True)
 
     async def _wrote(self, name: str, chunks: int) -> None:
         """Counts written chunks; past ``optimize_after_chunks`` (0: only on start) builds the
@@ -110,10 +111,10 @@ class RetrieverCore:
         if total >= self._optimize_after:
             await self._optimize(name, f"after {total} new chunks")
 
-    async def _optimize(self, name: str, why: str) -> None:
+    async def _optimize(self, name: str, why: str, *, in_place: bool = False) -> None:
         started = time.perf_counter()
         try:
-            built = await asyncio.to_thread(self._store.optimize, name)
+            built = await asyncio.to_thread(self._store.optimize, name, in_place=in_place)
         except GroundwireError as error:  # searches still work, by brute force
             log.warning("collection %s: building the search index failed: %s", name, error)
             return

@@ -146,10 +146,12 @@ class VectorStore(Protocol):
         generation that is gone."""
         ...
 
-    def optimize(self, name: str) -> bool:
+    def optimize(self, name: str, *, in_place: bool = False) -> bool:
         """Build the collection's search indexes (HNSW, quantization) for what was
         written since the last time, blocking; True if there was anything to build.
-        A no-op where the backend indexes in the background (a Qdrant server)."""
+        A no-op where the backend indexes in the background (a Qdrant server).
+        ``in_place``: when nothing is being served yet (start-up), the embedded engine
+        may build in this process instead of on a copy."""
         ...
 
     def search(self, name: str, query: SearchQuery) -> SearchResult:

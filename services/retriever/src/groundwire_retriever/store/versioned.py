@@ -425,7 +425,7 @@ class VersionedStore:
             self._drop_quietly(name, gen.id)
         log.info("collection %s: abandoned generation %s", name, generation)
 
-    def optimize(self, name: str) -> bool:
+    def optimize(self, name: str, *, in_place: bool = False) -> bool:
         """Nothing to do by default: a Qdrant server optimizes in the background.
         ``EdgeStore`` overrides it (qdrant-edge has no background optimizer)."""
         self._get(name)
