@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -61,12 +62,25 @@ def _bm25(store: EdgeStore, text: str) -> list[tuple[str, float]]:
     return [(h.chunk.chunk_id, round(h.score, 5)) for h in store.search("c", query).hits]
 
 
-def test_searches_go_on_during_a_build_and_find_the_same_chunks(tmp_path: Path) -> None:
-    root = tmp_path / "data"
-    store = EdgeStore(root)
-    store.open()
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def store(root: Path) -> Iterator[EdgeStore]:
+    """An open store with an empty collection "c" of 384-d vectors; closed after."""
+    s = EdgeStore(root)
+    s.open()
+    s.create_collection(CollectionSpec(name="c", dense_dims=DIMS))
+    yield s
+    s.close()  # idempotent: a test may close it first
+
+
+def test_searches_go_on_during_a_build_and_find_the_same_chunks(
+    root: Path, store: EdgeStore
+) -> None:
     try:
-        store.create_collection(CollectionSpec(name="c", dense_dims=DIMS))
         rows = _rows(0, CHUNKS)
         store.upsert("c", rows)
         staged = store.stage_source("c", "late", _rows(CHUNKS, 3, source="late"))
@@ -120,44 +134,30 @@ def test_searches_go_on_during_a_build_and_find_the_same_chunks(tmp_path: Path) 
         reopened.close()
 
 
-def test_an_in_place_build_copies_nothing(tmp_path: Path) -> None:
+def test_an_in_place_build_copies_nothing(root: Path, store: EdgeStore) -> None:
     """Start-up's build: nothing is served yet, so no copy and no child process."""
-    root = tmp_path / "data"
-    store = EdgeStore(root)
-    store.open()
-    try:
-        store.create_collection(CollectionSpec(name="c", dense_dims=DIMS))
-        store.upsert("c", _rows(0, CHUNKS))
-        folders = _shard_folders(root)
-        before = _bm25(store, "word17")
-        assert store.optimize("c", in_place=True) is True
-        assert _shard_folders(root) == folders
-        assert _bm25(store, "word17") == before
-        assert store.optimize("c") is False  # built already
-    finally:
-        store.close()
+    store.upsert("c", _rows(0, CHUNKS))
+    folders = _shard_folders(root)
+    before = _bm25(store, "word17")
+    assert store.optimize("c", in_place=True) is True
+    assert _shard_folders(root) == folders
+    assert _bm25(store, "word17") == before
+    assert store.optimize("c") is False  # built already
 
 
 def test_a_failed_build_leaves_the_collection_as_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, store: EdgeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The optimizer process fails (here: a module that does not exist)."""
-    root = tmp_path / "data"
-    store = EdgeStore(root)
-    store.open()
-    try:
-        store.create_collection(CollectionSpec(name="c", dense_dims=DIMS))
-        store.upsert("c", _rows(0, 40))
-        folders = _shard_folders(root)
-        before = _bm25(store, "word7")
-        monkeypatch.setattr(
-            edge_module, "OPTIMIZER", [*edge_module.OPTIMIZER[:2], "groundwire_no_such_module"]
-        )
-        with pytest.raises(BackendFailure, match="build the search index"):
-            store.optimize("c")
-        assert _shard_folders(root) == folders  # the copy is gone, the original serves
-        assert _bm25(store, "word7") == before
-        store.upsert("c", _rows(40, 4))  # writes are open again
-        assert store.describe("c").chunks == 44
-    finally:
-        store.close()
+    store.upsert("c", _rows(0, 40))
+    folders = _shard_folders(root)
+    before = _bm25(store, "word7")
+    monkeypatch.setattr(
+        edge_module, "OPTIMIZER", [*edge_module.OPTIMIZER[:2], "groundwire_no_such_module"]
+    )
+    with pytest.raises(BackendFailure, match="build the search index"):
+        store.optimize("c")
+    assert _shard_folders(root) == folders  # the copy is gone, the original serves
+    assert _bm25(store, "word7") == before
+    store.upsert("c", _rows(40, 4))  # writes are open again
+    assert store.describe("c").chunks == 44
