@@ -85,6 +85,7 @@ def test_searches_go_on_during_a_build_and_find_the_same_chunks(
         store.upsert("c", rows)
         staged = store.stage_source("c", "late", _rows(CHUNKS, 3, source="late"))
         before_folders = _shard_folders(root)
+        config = (root / "collections" / "c" / before_folders[0] / "edge_config.json").read_text()
         before = {w: _bm25(store, w) for w in ("word17", "word4242", "word7001")}
         probe = SearchQuery(text="", dense=rows[123][1].dense, limit=1)
 
@@ -115,6 +116,10 @@ def test_searches_go_on_during_a_build_and_find_the_same_chunks(
         assert len(after_folders) == 1 and after_folders != before_folders
         pointer = json.loads((root / "collections" / "c" / "collection.json").read_text())
         assert pointer["shard"] == after_folders[0]
+        # the built copy keeps the engine settings the original was opened with (the
+        # build adds the HNSW defaults it used)
+        built_config = root / "collections" / "c" / after_folders[0] / "edge_config.json"
+        assert json.loads(config).items() <= json.loads(built_config.read_text()).items()
         assert {w: _bm25(store, w) for w in before} == before
         assert store.describe("c").chunks == CHUNKS
         store.publish_source(staged)  # staged before the build, published after it

@@ -185,7 +185,6 @@ class EdgeEngine:
         self._lock = threading.Lock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._current: dict[str, str] = {}
-        self._specs: dict[str, CollectionSpec] = {}
         self._folders: dict[str, str] = {}
         """generation -> its shard folder, once an index build moved it (see optimize)."""
         self._replaced: dict[str, list[tuple[qe.EdgeShard, Path]]] = {}
@@ -278,7 +277,6 @@ class EdgeEngine:
         gid = f"{name}/{dirname}"
         with self._lock:
             self._shards[gid] = shard
-            self._specs[gid] = spec
         return gid
 
     def make_current(self, name: str, generation: str, meta: Mapping[str, Any]) -> None:
@@ -310,7 +308,6 @@ class EdgeEngine:
         self.release_replaced(generation)
         with self._lock:
             shard = self._shards.pop(generation, None)
-            self._specs.pop(generation, None)
             self._folders.pop(generation, None)
         if shard is not None:
             self._close_shard(generation, shard)
@@ -321,7 +318,6 @@ class EdgeEngine:
             self.release_replaced(gid)
             with self._lock:
                 shard = self._shards.pop(gid, None)
-                self._specs.pop(gid, None)
                 self._folders.pop(gid, None)
             if shard is not None:
                 self._close_shard(gid, shard)
@@ -357,7 +353,8 @@ class EdgeEngine:
             if not built:
                 self._remove_in_background(target)
                 return False
-            fresh = qe.EdgeShard.load(str(target), self._config(self._spec(generation)))
+            # the copy's edge_config.json is the one this process loaded the original with
+            fresh = qe.EdgeShard.load(str(target), None)
         except BackendFailure:
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -437,12 +434,6 @@ class EdgeEngine:
             self._removals = [t for t in self._removals if t.is_alive()]
             self._removals.append(thread)
         thread.start()
-
-    def _spec(self, generation: str) -> CollectionSpec:
-        spec = self._specs.get(generation)
-        if spec is None:
-            raise Unavailable("the vector store is not open", dependency=DEPENDENCY)
-        return spec
 
     # ------------------------------------------------------------ points
 
@@ -593,7 +584,6 @@ class EdgeEngine:
         with self._lock:
             self._shards[gid] = shard
             self._current[name] = gid
-            self._specs[gid] = spec
         meta = {k: v for k, v in doc.items() if k != "shard"}
         if version == 1:
             meta = self._migrate(name, gid, shard, spec, settings)
