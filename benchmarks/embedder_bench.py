@@ -44,6 +44,7 @@ from service_process import ServiceProcess
 from tokenizers import Tokenizer
 
 from groundwire.embedder.v1 import embedder_pb2
+from groundwire_core.onnx_models import session_options
 from groundwire_embedder.export import build_profile
 from groundwire_embedder.export.quantize import cosine_stats
 from groundwire_embedder.export.sample_text import (
@@ -119,10 +120,8 @@ class BareOrt:
 
     def __init__(self, model_dir: Path, threads: int) -> None:
         manifest = ModelManifest.load(model_dir)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
+        # the service's own session options, so only the transport and batching differ
+        options = session_options(intra_op_threads=threads)
         self.session = ort.InferenceSession(
             str(model_dir / manifest.onnx_file), options, providers=["CPUExecutionProvider"]
         )

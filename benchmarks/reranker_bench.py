@@ -45,6 +45,7 @@ import onnxruntime as ort
 from service_process import ServiceProcess
 
 from groundwire.reranker.v1 import reranker_pb2
+from groundwire_core.onnx_models import session_options
 from groundwire_reranker.export import BuildReport, build_profile
 from groundwire_reranker.export.tiny import Architecture, tiny_checkpoint
 from groundwire_reranker.models import CrossEncoderManifest, OnnxCrossEncoder
@@ -108,10 +109,8 @@ class BareSession:
 
     def __init__(self, model_dir: Path, threads: int) -> None:
         self.manifest = CrossEncoderManifest.load(model_dir)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
+        # the service's own session options, so only the transport and batching differ
+        options = session_options(intra_op_threads=threads)
         self.session = ort.InferenceSession(
             str(model_dir / self.manifest.onnx_file),
             sess_options=options,

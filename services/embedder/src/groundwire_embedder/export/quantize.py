@@ -1,60 +1,19 @@
 """Dynamic int8 quantization of an exported encoder, and the check that it still agrees.
 
-Plain ``quantize_dynamic(QInt8)`` loses too much on MiniLM (cosine to fp32: mean 0.94,
-min 0.90, measured here). Per-channel weights on the MatMuls only keep mean ~0.995 and run
-~1.8-2x faster (see ../shared/ENVIRONMENT.md), so that is the one recipe used.
+The recipe (per-channel int8 weights, MatMul only) is ``groundwire_core.onnx_models``'s,
+shared with the reranker's build.
 """
 
 from __future__ import annotations
 
-import logging
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from groundwire_core.onnx_models import quantize_int8
 from groundwire_embedder.models.manifest import ModelManifest
-
-# onnxruntime's quantizer logs this on the root logger for every call; the models it
-# would pre-process (shape inference, graph optimisation) gain nothing measurable here.
-_NOISE = "consider to run pre-processing before quantization"
-
-
-class _DropPreprocessHint(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return _NOISE not in record.getMessage()
-
-
-@contextmanager
-def _quiet_quantizer() -> Iterator[None]:
-    root = logging.getLogger()
-    hint = _DropPreprocessHint()
-    root.addFilter(hint)
-    try:
-        yield
-    finally:
-        root.removeFilter(hint)
-
-
-def quantize_int8(fp32_model: Path, int8_model: Path, *, external_data: bool = False) -> None:
-    """Write a dynamically quantized (int8 weights, per channel, MatMul only) copy.
-
-    With ``external_data`` the weights go to ``<int8_model>.data`` beside the graph.
-    """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with _quiet_quantizer():
-        quantize_dynamic(
-            Path(fp32_model),
-            Path(int8_model),
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            use_external_data_format=external_data,
-        )
 
 
 def external_data_file(onnx_path: Path) -> Path:

@@ -34,6 +34,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
+from groundwire_core.onnx_models import open_session, session_options
 from groundwire_embedder.models.manifest import ModelManifest
 
 HIDDEN_OUTPUT = "last_hidden_state"
@@ -123,17 +124,12 @@ class OnnxEncoder:
                         f"missing; rebuild it with `groundwire models build {manifest.profile}`"
                     )
 
-            try:
-                session = ort.InferenceSession(
-                    str(onnx_path),
-                    sess_options=self._session_options(),
-                    providers=["CPUExecutionProvider"],
-                )
-            except Exception as exc:  # ORT raises its own exception types
-                raise InvalidInput(
-                    f"{onnx_path} is not a loadable ONNX model ({type(exc).__name__}); "
-                    f"rebuild it with `groundwire models build {manifest.profile}`"
-                ) from exc
+            options = session_options(
+                intra_op_threads=self.intra_op_threads,
+                inter_op_threads=self.inter_op_threads,
+                allow_spinning=self.allow_spinning,
+            )
+            session = open_session(onnx_path, options, profile=manifest.profile)
 
             graph_inputs = tuple(i.name for i in session.get_inputs())
             unknown = [n for n in graph_inputs if n not in manifest.input_names]
@@ -166,22 +162,6 @@ class OnnxEncoder:
             self._ignored_ids = np.asarray(sorted(manifest.sparse_ignored_ids), dtype=np.int64)
             self._manifest = manifest
             self._session = session  # last: marks the encoder loaded
-
-    def _session_options(self) -> ort.SessionOptions:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.intra_op_num_threads = max(0, int(self.intra_op_threads))
-        options.inter_op_num_threads = max(0, int(self.inter_op_threads))
-        # Spinning intra-op threads wake faster between operators (about 2 ms off a
-        # single MiniLM query on 2 cores) but keep a core busy after each run.
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if self.allow_spinning else "0"
-        )
-        options.add_session_config_entry(
-            "session.inter_op.allow_spinning", "1" if self.allow_spinning else "0"
-        )
-        return options
 
     @property
     def loaded(self) -> bool:

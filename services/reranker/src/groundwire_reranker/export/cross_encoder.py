@@ -29,8 +29,9 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
+from groundwire_core.onnx_models import quantize_int8
 from groundwire_reranker.export import BuildReport, staging_dir
-from groundwire_reranker.export.quantize import quantize_int8, score_drift
+from groundwire_reranker.export.quantize import score_drift
 from groundwire_reranker.models.cross_encoder import LOGITS_OUTPUT, OnnxCrossEncoder, sigmoid
 from groundwire_reranker.models.manifest import KNOWN_INPUTS, CrossEncoderManifest
 

@@ -32,6 +32,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
+from groundwire_core.onnx_models import open_session, session_options
 from groundwire_reranker.models.manifest import CrossEncoderManifest
 
 LOGITS_OUTPUT = "logits"
@@ -133,20 +134,10 @@ class OnnxCrossEncoder:
     def _open_session(
         self, onnx_path: Path, manifest: CrossEncoderManifest
     ) -> ort.InferenceSession:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.intra_op_num_threads = max(0, int(self.intra_op_threads))
-        options.inter_op_num_threads = max(0, int(self.inter_op_threads))
-        try:
-            session = ort.InferenceSession(
-                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # ORT raises its own exception types
-            raise InvalidInput(
-                f"{onnx_path} is not a loadable ONNX model ({type(exc).__name__}); "
-                f"rebuild it with `groundwire models build {manifest.profile}`"
-            ) from exc
+        options = session_options(
+            intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads
+        )
+        session = open_session(onnx_path, options, profile=manifest.profile)
         graph_inputs = [i.name for i in session.get_inputs()]
         if sorted(graph_inputs) != sorted(manifest.input_names):
             raise InvalidInput(

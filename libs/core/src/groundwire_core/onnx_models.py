@@ -1,0 +1,101 @@
+"""ONNX Runtime sessions and int8 quantization, as the embedder and the reranker use them.
+
+Both services (and the benchmarks' bare baselines) open their graphs with the same
+options, and both builds quantize with the same recipe; this keeps the two from drifting.
+onnxruntime is imported here and not declared by groundwire-core: only the model
+services (and their build tooling) import this module, and they depend on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from groundwire_core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+
+def session_options(
+    *, intra_op_threads: int = 0, inter_op_threads: int = 1, allow_spinning: bool = True
+) -> ort.SessionOptions:
+    """Every graph optimisation on, operators run one after another, and the thread
+    counts given (0: ONNX Runtime's choice, one per core)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = max(0, int(intra_op_threads))
+    options.inter_op_num_threads = max(0, int(inter_op_threads))
+    # Spinning intra-op threads wake faster between operators (about 2 ms off a single
+    # MiniLM query on 2 cores) but keep a core busy for a moment after each run.
+    spin = "1" if allow_spinning else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+    return options
+
+
+def open_session(
+    onnx_path: Path, options: ort.SessionOptions, *, profile: str
+) -> ort.InferenceSession:
+    """A CPU session on ``onnx_path``; a graph ONNX Runtime cannot load is InvalidInput,
+    with the command that rebuilds it (``profile`` is the model's build profile)."""
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(
+            str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # ORT raises its own exception types
+        raise InvalidInput(
+            f"{onnx_path} is not a loadable ONNX model ({type(exc).__name__}); "
+            f"rebuild it with `groundwire models build {profile}`"
+        ) from exc
+
+
+# onnxruntime's quantizer logs this on the root logger for every call; the models it
+# would pre-process (shape inference, graph optimisation) gain nothing measurable here.
+_NOISE = "consider to run pre-processing before quantization"
+
+
+class _DropPreprocessHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _NOISE not in record.getMessage()
+
+
+@contextmanager
+def _quiet_quantizer() -> Iterator[None]:
+    root = logging.getLogger()
+    hint = _DropPreprocessHint()
+    root.addFilter(hint)
+    try:
+        yield
+    finally:
+        root.removeFilter(hint)
+
+
+def quantize_int8(fp32_model: Path, int8_model: Path, *, external_data: bool = False) -> None:
+    """Write a dynamically quantized copy: int8 weights, per channel, MatMul only.
+
+    Plain ``quantize_dynamic(QInt8)`` loses too much on MiniLM-class encoders (cosine
+    to fp32: mean 0.94, min 0.90, measured here); per-channel weights on the MatMuls only
+    keep the mean near 0.995 and run ~1.8-2x faster (see ../shared/ENVIRONMENT.md), so
+    that is the one recipe used. With ``external_data`` the weights go to
+    ``<int8_model>.data`` beside the graph.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quiet_quantizer():
+        quantize_dynamic(
+            Path(fp32_model),
+            Path(int8_model),
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            use_external_data_format=external_data,
+        )
