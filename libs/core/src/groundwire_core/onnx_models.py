@@ -1,18 +1,21 @@
-"""ONNX Runtime sessions and int8 quantization, as the embedder and the reranker use them.
+"""ONNX export, int8 quantization and Runtime sessions, as the embedder and the reranker
+use them.
 
-Both services (and the benchmarks' bare baselines) open their graphs with the same
-options, and both builds quantize with the same recipe; this keeps the two from drifting.
-onnxruntime is imported here and not declared by groundwire-core: only the model
-services (and their build tooling) import this module, and they depend on it.
+Both builds trace and quantize with the same recipe, and both services (and the
+benchmarks' bare baselines) open their graphs with the same options; this keeps them
+from drifting. onnxruntime (and torch, for the export) are imported here and not
+declared by groundwire-core: only the model services and their build tooling import
+this module, and they depend on them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from groundwire_core.errors import InvalidInput
 
@@ -56,6 +59,48 @@ def open_session(
             f"{onnx_path} is not a loadable ONNX model ({type(exc).__name__}); "
             f"rebuild it with `groundwire models build {profile}`"
         ) from exc
+
+
+def export_traced(
+    wrapper: Any,
+    args: tuple[Any, ...],
+    path: Path,
+    *,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    dynamic_axes: Mapping[str, Mapping[int, str]],
+    opset: int = 17,
+) -> None:
+    """Trace the torch module ``wrapper`` on ``args`` to an ONNX graph at ``path``.
+
+    The TorchScript exporter (``dynamo=False``): the dynamo one needs onnxscript and its
+    graphs ran slower in ONNX Runtime here. ``args`` must contain padding (and, for
+    pairs, a second segment) so that traced mask code is not specialised to an all-ones
+    mask. The wrapper is put in eval mode first: the exporter restores the training flag
+    it finds, recursively, and a fresh Module is in training mode (dropout).
+    """
+    import torch
+
+    wrapper.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        # the legacy exporter warns that it is deprecated; tracing warns about
+        # Python-level branches on shapes and about index ops it exports as they are
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # type: ignore[attr-defined]
+        warnings.simplefilter("ignore", UserWarning)
+        torch.onnx.export(
+            wrapper,
+            args,
+            str(path),
+            input_names=list(input_names),
+            output_names=list(output_names),
+            dynamic_axes={name: dict(axes) for name, axes in dynamic_axes.items()},
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    wrapper.eval()  # as it was traced, whatever the exporter restored
 
 
 # onnxruntime's quantizer logs this on the root logger for every call; the models it

@@ -27,7 +27,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
+from groundwire_core.onnx_models import export_traced
 from groundwire_embedder.export import BuildReport, staging_dir
 from groundwire_embedder.export.quantize import (
     cosine_stats,
@@ -369,22 +369,15 @@ def _export(torch: Any, wrapper: Any, tokenizer: Tokenizer, path: Path) -> None:
     axes[DENSE_OUTPUT] = {0: "batch"}
     axes[SPARSE_OUTPUT] = {0: "batch", 1: "sequence"}
     axes[COLBERT_OUTPUT] = {0: "batch", 1: "sequence_minus_cls"}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", message=".*aten::index.*", category=UserWarning)
-        torch.onnx.export(
-            wrapper,
-            (torch.from_numpy(ids), torch.from_numpy(mask)),
-            str(path),
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
-    wrapper.eval()  # the exporter restores the training flag recursively
+    export_traced(
+        wrapper,
+        (torch.from_numpy(ids), torch.from_numpy(mask)),
+        path,
+        input_names=INPUT_NAMES,
+        output_names=OUTPUT_NAMES,
+        dynamic_axes=axes,
+        opset=OPSET,
+    )
 
 
 def _pad(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,6 @@ import json
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
+from groundwire_core.onnx_models import export_traced
 from groundwire_embedder.export import BuildReport, staging_dir
 from groundwire_embedder.export.quantize import cosine_stats, quantize_model_dir
 from groundwire_embedder.export.sample_text import SAMPLE_SENTENCES
@@ -224,27 +224,15 @@ def _export(torch: Any, model: Any, tokenizer: Tokenizer, path: Path) -> tuple[s
     args = tuple(torch.from_numpy(a) for a in dummy)
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
     axes[HIDDEN_OUTPUT] = {0: "batch", 1: "sequence"}
-    with torch.no_grad(), warnings.catch_warnings():
-        # The legacy exporter is deprecated in favour of dynamo (which needs onnxscript and
-        # runs slower here); tracing warns about Python-level branches on shapes.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", message=".*aten::index.*", category=UserWarning)
-        # eval() on the wrapper matters: the exporter restores the wrapper's training
-        # flag recursively afterwards, and a fresh Module is in training mode (dropout).
-        wrapper = LastHiddenState(model).eval()
-        torch.onnx.export(
-            wrapper,
-            args,
-            str(path),
-            input_names=list(INPUT_NAMES),
-            output_names=[HIDDEN_OUTPUT],
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
-    model.eval()
+    export_traced(
+        LastHiddenState(model),
+        args,
+        path,
+        input_names=INPUT_NAMES,
+        output_names=[HIDDEN_OUTPUT],
+        dynamic_axes=axes,
+        opset=OPSET,
+    )
 
     import onnx
 

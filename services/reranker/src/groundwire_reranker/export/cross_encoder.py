@@ -19,7 +19,6 @@ import inspect
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
-from groundwire_core.onnx_models import quantize_int8
+from groundwire_core.onnx_models import export_traced, quantize_int8
 from groundwire_reranker.export import BuildReport, staging_dir
 from groundwire_reranker.export.quantize import score_drift
 from groundwire_reranker.models.cross_encoder import LOGITS_OUTPUT, OnnxCrossEncoder, sigmoid
@@ -353,28 +352,15 @@ def _export(
     args = tuple(torch.from_numpy(dummy[name]) for name in input_names)
     axes = {name: {0: "batch", 1: "sequence"} for name in input_names}
     axes[LOGITS_OUTPUT] = {0: "batch"}
-    with torch.no_grad(), warnings.catch_warnings():
-        # The legacy exporter is deprecated in favour of dynamo (which needs onnxscript and
-        # runs slower here); tracing warns about Python-level branches on shapes.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", category=UserWarning)
-        # eval() on the wrapper matters: the exporter restores the wrapper's training flag
-        # recursively afterwards, and a fresh Module is in training mode (dropout).
-        wrapper = Logits(model).eval()
-        torch.onnx.export(
-            wrapper,
-            args,
-            str(path),
-            input_names=list(input_names),
-            output_names=[LOGITS_OUTPUT],
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
-    model.eval()
+    export_traced(
+        Logits(model),
+        args,
+        path,
+        input_names=input_names,
+        output_names=[LOGITS_OUTPUT],
+        dynamic_axes=axes,
+        opset=OPSET,
+    )
 
 
 def _pad_pairs(
