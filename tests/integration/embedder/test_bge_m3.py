@@ -190,7 +190,8 @@ def test_int8_build_measures_and_prints_its_drift(
     assert report.int8 is True
     assert report.int8_cosine_mean is not None and report.int8_cosine_min is not None
     assert -1.0 <= report.int8_cosine_min <= report.int8_cosine_mean <= 1.0 + 1e-6
-    assert any("int8 vs fp32 cosine" in line and "ColBERT" in line for line in lines)
+    assert any(line.startswith("int8 vs fp32 dense cosine") for line in lines)
+    assert any(line.startswith("int8 vs fp32 ColBERT cosine") for line in lines)
     assert ModelManifest.load(report.out_dir).quantized is True
     ops = {n.op_type for n in onnx.load(str(report.out_dir / "model.onnx")).graph.node}
     assert "MatMulInteger" in ops

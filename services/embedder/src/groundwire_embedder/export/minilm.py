@@ -22,7 +22,7 @@ from tokenizers import Tokenizer
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
 from groundwire_core.onnx_models import export_traced
 from groundwire_embedder.export import BuildReport, staging_dir
-from groundwire_embedder.export.quantize import cosine_stats, quantize_model_dir
+from groundwire_embedder.export.quantize import quantize_checked
 from groundwire_embedder.export.sample_text import SAMPLE_SENTENCES
 from groundwire_embedder.models.manifest import ModelManifest
 from groundwire_embedder.models.onnx_backend import HIDDEN_OUTPUT, OnnxEncoder
@@ -122,22 +122,15 @@ def build_minilm(
         if int8:
             fp32_dense = fp32.encode(list(SAMPLE_SENTENCES)).dense
             del fp32  # release the session before the file moves
-            t0 = time.perf_counter()
-            quantize_model_dir(stage, Path(scratch), manifest)
-            log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
-            int8_encoder = OnnxEncoder(stage)
-            int8_encoder.load()
-            int8_dense = int8_encoder.encode(list(SAMPLE_SENTENCES)).dense
-            cos_mean, cos_min = cosine_stats(int8_dense, fp32_dense)
-            log(
-                f"int8 vs fp32 cosine on {len(SAMPLE_SENTENCES)} sentences: "
-                f"mean {cos_mean:.4f}, min {cos_min:.4f}"
+            _, cos_mean, cos_min = quantize_checked(
+                stage,
+                Path(scratch),
+                manifest,
+                SAMPLE_SENTENCES,
+                fp32_dense,
+                min_cosine_mean=INT8_MIN_COSINE_MEAN,
+                log=log,
             )
-            if not cos_mean >= INT8_MIN_COSINE_MEAN:
-                raise BackendFailure(
-                    f"the int8 {PROFILE} model drifts too far from fp32 (cosine mean "
-                    f"{cos_mean:.4f} < {INT8_MIN_COSINE_MEAN}); not installed"
-                )
 
     seconds = time.perf_counter() - started
     log(f"built {PROFILE} into {out_dir} in {seconds:.1f}s")

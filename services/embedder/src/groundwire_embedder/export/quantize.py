@@ -7,12 +7,16 @@ shared with the reranker's build.
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from groundwire_core.errors import BackendFailure
 from groundwire_core.onnx_models import quantize_int8
+from groundwire_embedder.models import EncoderOutput, OnnxEncoder
 from groundwire_embedder.models.manifest import ModelManifest
 
 
@@ -37,6 +41,41 @@ def quantize_model_dir(model_dir: Path, scratch: Path, manifest: ModelManifest) 
         shutil.move(data, external_data_file(fp32_graph))
     quantize_int8(fp32_graph, graph, external_data=external)
     replace(manifest, quantized=True).save(model_dir)
+
+
+def quantize_checked(
+    stage: Path,
+    scratch: Path,
+    manifest: ModelManifest,
+    texts: Sequence[str],
+    fp32_dense: np.ndarray,
+    *,
+    min_cosine_mean: float,
+    log: Callable[[str], None],
+) -> tuple[EncoderOutput, float, float]:
+    """Quantize the model in ``stage`` (``quantize_model_dir``), encode ``texts`` with it
+    and compare its dense vectors with ``fp32_dense`` (the fp32 model's, same texts).
+
+    Returns the int8 output and the cosine (mean, min); raises BackendFailure when the
+    mean is below ``min_cosine_mean``, and the build then installs nothing.
+    """
+    started = time.perf_counter()
+    quantize_model_dir(stage, scratch, manifest)
+    log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - started:.1f}s")
+    encoder = OnnxEncoder(stage)
+    encoder.load()
+    output = encoder.encode(list(texts))
+    cos_mean, cos_min = cosine_stats(output.dense, fp32_dense)
+    log(
+        f"int8 vs fp32 dense cosine on {len(texts)} sentences: "
+        f"mean {cos_mean:.4f}, min {cos_min:.4f}"
+    )
+    if not cos_mean >= min_cosine_mean:
+        raise BackendFailure(
+            f"the int8 {manifest.profile} model drifts too far from fp32 (cosine mean "
+            f"{cos_mean:.4f} < {min_cosine_mean}); not installed"
+        )
+    return output, cos_mean, cos_min
 
 
 def save_onnx(
