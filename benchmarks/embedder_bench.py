@@ -14,6 +14,10 @@ check) in fp32 and int8, it measures, in one run on one machine:
   (alternating in blocks of 50 calls, so both see the same machine);
 * int8 against fp32: cosine of the dense vectors on our own generated sentences.
 
+The throughput cells run in passes (``--passes``, 3 by default), each pass running every
+cell once, so that each cell sees the machine at the same times as the others (see
+``measure``); the table pools the passes and prints the ratios of each pass below it.
+
 Results go to ``benchmarks/results/embedder-<profile>-<fp32|int8>.json`` and a table is
 printed. ``--quick`` runs every cell briefly (a smoke run: the figures are noisy). Run
 the real measurement on a quiet machine: the service and the clients share its cores.
@@ -66,21 +70,21 @@ CALL_TIMEOUT_S = 600  # 32 clients x 32 long texts queue up on a slow, busy mach
 class Plan:
     """How much each measurement runs."""
 
-    seconds: float  # per local throughput loop (bare ORT, PyTorch)
+    seconds: float  # per local throughput loop (bare ORT, PyTorch) and pass
     batch_texts: int  # texts per batch (per Embed call)
     batches: int  # distinct batches per shape
-    rounds: int  # Embed calls per service client at least...
-    min_calls: int  # ...and per service cell at least
+    min_calls: int  # Embed calls per service cell and pass, at least one per client
     latency_calls: int
+    passes: int  # every throughput cell runs once per pass (see measure)
     clients: tuple[int, ...] = (1, 8, 32)
 
     def calls_per_client(self, clients: int) -> int:
-        return max(self.rounds, -(-self.min_calls // clients))
+        return max(1, -(-self.min_calls // clients))
 
 
 # --quick is a smoke run of every cell (small batches: the figures are not comparable)
-QUICK = Plan(seconds=1.0, batch_texts=8, batches=4, rounds=1, min_calls=8, latency_calls=30)
-FULL = Plan(seconds=10.0, batch_texts=32, batches=16, rounds=4, min_calls=64, latency_calls=400)
+QUICK = Plan(seconds=1.0, batch_texts=8, batches=4, min_calls=8, latency_calls=30, passes=1)
+FULL = Plan(seconds=8.0, batch_texts=32, batches=16, min_calls=24, latency_calls=400, passes=3)
 
 
 # -- texts -----------------------------------------------------------------------------------
@@ -151,13 +155,15 @@ class BareOrt:
         del self.session
 
 
+Tally = tuple[int, float]  # (texts done, seconds taken)
+
+
 def local_throughput(
     bare: BareOrt, batches: list[list[str]], torch_model: Any | None, seconds: float
-) -> dict[str, Any]:
-    """Texts/s of the bare session (pre-tokenized, and tokenizing) and of PyTorch."""
+) -> dict[str, Tally]:
+    """Texts done and seconds taken by the bare session (pre-tokenized: ``ort``; and
+    tokenizing: ``ort_tok``) and by PyTorch (``torch``), ``seconds`` each."""
     feeds = [bare.feed(b) for b in batches]
-    mean_tokens = float(np.mean([f["attention_mask"].sum(1).mean() for f in feeds]))
-    cell: dict[str, Any] = {"mean_tokens": round(mean_tokens, 1)}
 
     def ort_run(i: int) -> int:
         feed = feeds[i % len(feeds)]
@@ -169,8 +175,10 @@ def local_throughput(
         bare.run(bare.feed(batch))
         return len(batch)
 
-    cell["ort_texts_per_s"] = timed_loop(ort_run, seconds)
-    cell["ort_tok_texts_per_s"] = timed_loop(ort_tokenize_run, seconds)
+    tallies = {
+        "ort": timed_loop(ort_run, seconds),
+        "ort_tok": timed_loop(ort_tokenize_run, seconds),
+    }
     if torch_model is not None:
 
         def torch_run(i: int) -> int:
@@ -178,12 +186,12 @@ def local_throughput(
             torch_model.encode(batch, batch_size=len(batch), normalize_embeddings=True)
             return len(batch)
 
-        cell["torch_texts_per_s"] = timed_loop(torch_run, seconds)
-    return cell
+        tallies["torch"] = timed_loop(torch_run, seconds)
+    return tallies
 
 
-def timed_loop(fn: Callable[[int], int], seconds: float) -> float:
-    """Calls ``fn(i)`` (returns texts done) until ``seconds`` pass; texts per second."""
+def timed_loop(fn: Callable[[int], int], seconds: float) -> Tally:
+    """Calls ``fn(i)`` (returns texts done) until ``seconds`` pass."""
     fn(0)  # warm this shape
     done, i, started = 0, 1, time.perf_counter()
     while True:
@@ -191,7 +199,7 @@ def timed_loop(fn: Callable[[int], int], seconds: float) -> float:
         i += 1
         elapsed = time.perf_counter() - started
         if elapsed >= seconds:
-            return done / elapsed
+            return done, elapsed
 
 
 # -- the service -----------------------------------------------------------------------------
@@ -206,8 +214,9 @@ def request_bytes(texts: Sequence[str]) -> bytes:
 
 async def service_throughput(
     port: int, payloads: Sequence[bytes], texts_per_call: int, clients: int, calls: int
-) -> float:
-    """Texts/s with ``clients`` callers each sending ``calls`` batches, one after another.
+) -> Tally:
+    """Texts done and seconds taken by ``clients`` callers each sending ``calls`` batches,
+    one after another.
 
     Requests are serialized once and responses left unparsed, so the clients (which
     share the machine with the service) cost as little as possible.
@@ -228,7 +237,17 @@ async def service_throughput(
 
         started = time.perf_counter()
         await asyncio.gather(*(client(k) for k in range(clients)))
-        return done / (time.perf_counter() - started)
+        return done, time.perf_counter() - started
+
+
+async def service_cells(port: int, payloads: Sequence[bytes], plan: Plan) -> dict[str, Tally]:
+    """One service throughput cell per client count (``svc@N``)."""
+    return {
+        f"svc@{clients}": await service_throughput(
+            port, payloads, plan.batch_texts, clients, plan.calls_per_client(clients)
+        )
+        for clients in plan.clients
+    }
 
 
 async def query_latency(
@@ -281,6 +300,16 @@ def measure(
     workdir: Path,
     torch_model: Any | None,
 ) -> dict[str, Any]:
+    """Every cell of one model, in ``plan.passes`` passes.
+
+    Each pass runs every throughput cell (bare ORT, PyTorch, the service with each
+    client count) once, local ones first in odd passes and the service first in even
+    ones; a cell's figure pools its passes (texts over seconds). This machine's speed
+    drifts by 20 % and more over minutes, so cells measured one after another in a
+    single pass compare the machine at different times as much as the code: run in one
+    pass, the service with 1, 8 and 32 clients read 54, 46 and 45 texts/s (int8, long
+    texts), and 46, 45, 44, 43 alternating 1 and 32 clients a minute later.
+    """
     bare = BareOrt(model_dir, threads)
     shapes: dict[str, list[list[str]]] = {}
     for shape, tokens in SHAPES.items():
@@ -293,9 +322,11 @@ def measure(
         "batch_texts": plan.batch_texts,
         "shapes": {},
     }
-
-    for shape, batches in shapes.items():
-        result["shapes"][shape] = local_throughput(bare, batches, torch_model, plan.seconds)
+    passes: dict[str, list[dict[str, Tally]]] = {shape: [] for shape in shapes}
+    mean_tokens = {
+        shape: float(np.mean([bare.feed(b)["attention_mask"].sum(1).mean() for b in batches]))
+        for shape, batches in shapes.items()
+    }
 
     query = query_of_tokens(bare.tokenizer, QUERY_TOKENS)
     server = ServiceProcess(
@@ -305,24 +336,37 @@ def measure(
         grpc_times, ort_times = asyncio.run(
             query_latency(server.port, bare, query, plan.latency_calls)
         )
-        bare.close()  # the service gets the cores to itself
-        for shape, batches in shapes.items():
-            payloads = [request_bytes(b) for b in batches]
-            cell = result["shapes"][shape]
-            cell["service_texts_per_s"] = {}
-            for clients in plan.clients:
-                rate = asyncio.run(
-                    service_throughput(
-                        server.port,
-                        payloads,
-                        plan.batch_texts,
-                        clients,
-                        plan.calls_per_client(clients),
-                    )
-                )
-                cell["service_texts_per_s"][str(clients)] = rate
+        for n in range(plan.passes):
+            print(f"  pass {n + 1} of {plan.passes}", flush=True)
+            for shape, batches in shapes.items():
+                payloads = [request_bytes(b) for b in batches]
+                # the local cells first in odd passes, the service's in even ones
+                local_first = n % 2 == 0
+                tallies: dict[str, Tally] = {}
+                if local_first:
+                    tallies.update(local_throughput(bare, batches, torch_model, plan.seconds))
+                tallies.update(asyncio.run(service_cells(server.port, payloads, plan)))
+                if not local_first:
+                    tallies.update(local_throughput(bare, batches, torch_model, plan.seconds))
+                passes[shape].append(tallies)
     finally:
         server.stop()
+        bare.close()
+
+    for shape in shapes:
+        cell: dict[str, Any] = {"mean_tokens": round(mean_tokens[shape], 1)}
+        for way, key in (("ort", "ort_texts_per_s"), ("ort_tok", "ort_tok_texts_per_s")):
+            cell[key] = pooled(passes[shape], way)
+        if torch_model is not None:
+            cell["torch_texts_per_s"] = pooled(passes[shape], "torch")
+        cell["service_texts_per_s"] = {
+            str(c): pooled(passes[shape], f"svc@{c}") for c in plan.clients
+        }
+        cell["passes"] = [
+            {way: round(texts / seconds, 2) for way, (texts, seconds) in tallies.items()}
+            for tallies in passes[shape]
+        ]
+        result["shapes"][shape] = cell
 
     result["query"] = {
         "text": query,
@@ -334,6 +378,13 @@ def measure(
         result["query"]["grpc"]["p50_ms"] / result["query"]["ort"]["p50_ms"]
     )
     return result
+
+
+def pooled(passes: Sequence[dict[str, Tally]], way: str) -> float:
+    """Texts/s of one way over all passes."""
+    texts = sum(tallies[way][0] for tallies in passes)
+    seconds = sum(tallies[way][1] for tallies in passes)
+    return texts / seconds
 
 
 def int8_cosine(fp32_dir: Path, int8_dir: Path) -> dict[str, float]:
@@ -405,6 +456,16 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
             line += f"{best / s['ort_texts_per_s']:>9.2f}"
             line += f"{best / torch_rate:>10.2f}" if torch_rate else f"{'-':>10}"
             print(line)
+    top = f"svc@{max(clients)}"
+    print(f"\nby pass ({top} over the bare session / over PyTorch, in the same pass):")
+    for r in results:
+        for shape, s in r["shapes"].items():
+            ratios = [
+                f"{p[top] / p['ort']:.2f}"
+                + (f" / {p[top] / p['torch']:.2f}" if "torch" in p else "")
+                for p in s.get("passes", [])
+            ]
+            print(f"{r['profile'] + ' ' + r['precision']:<22}{shape:<7}" + ", ".join(ratios))
     print()
     print(
         f"{'model':<22}{'query tok':>10}{'grpc p50':>10}{'grpc p95':>10}"
@@ -438,11 +499,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", type=float, default=None, help="seconds per bare ORT / PyTorch loop"
     )
+    parser.add_argument(
+        "--passes", type=int, default=None, help="passes over the throughput cells (full: 3)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON results")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.seconds:
         plan = replace(plan, seconds=args.seconds)
+    if args.passes:
+        plan = replace(plan, passes=max(1, args.passes))
 
     results = []
     args.out.mkdir(parents=True, exist_ok=True)
