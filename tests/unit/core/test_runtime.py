@@ -214,7 +214,10 @@ async def test_deadline_reaches_the_server(service: FakeService, channel: grpc.a
     with request_scope(None, 3):
         await _stub(channel).Rerank(reranker_pb2.RerankRequest(query="q"))
     remaining = service.servicer.seen_remaining[-1]
-    assert remaining is not None and 2 < remaining <= 3
+    # gRPC rounds the timeout up when it writes the grpc-timeout header (to a coarser
+    # unit, to keep it short): the server may see a few ms more than the caller had
+    # (3.0086 s was seen in CI)
+    assert remaining is not None and 2 < remaining <= 3.1
 
 
 async def test_a_passed_deadline_fails_before_the_call(
