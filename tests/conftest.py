@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,34 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if os.environ.get("CI") and _skipped:
         print(f"\nCI forbids skipped tests; skipped: {_skipped}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def build_pdf(
+    pages: Sequence[Sequence[str]], *, title: str | None = None, subject: str | None = None
+) -> bytes:
+    """A PDF with one page per entry, each line drawn as text (an empty line is a gap).
+
+    PDFs are made here, with reportlab, rather than kept as binary fixtures.
+    """
+    from reportlab.pdfgen import canvas
+
+    buffer = io.BytesIO()
+    pdf = canvas.Canvas(buffer, invariant=True)
+    if title is not None:
+        pdf.setTitle(title)
+    if subject is not None:
+        pdf.setSubject(subject)
+    for lines in pages:
+        y = 800
+        for line in lines:
+            if line:
+                pdf.drawString(72, y, line)
+            y -= 14
+        pdf.showPage()
+    pdf.save()
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def make_pdf() -> Callable[..., bytes]:
+    return build_pdf

@@ -1,48 +1,18 @@
-"""Ingestion against real services: the MiniLM embedder and the retriever on port 0;
-PDFs made here, with reportlab, rather than binary fixtures in the repository."""
+"""Ingestion against real services: the MiniLM embedder and the retriever on port 0.
+(``make_pdf`` comes from tests/conftest.py.)"""
 
 from __future__ import annotations
 
-import io
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from reportlab.pdfgen import canvas
 
 from groundwire_core.grpc.server import serving
 from groundwire_embedder.server import EmbedderService
 from groundwire_embedder.settings import EmbedderSettings
 from groundwire_retriever.server import RetrieverService
 from groundwire_retriever.settings import RetrieverSettings
-
-PdfMaker = Callable[..., bytes]
-
-
-def build_pdf(
-    pages: Sequence[Sequence[str]], *, title: str | None = None, subject: str | None = None
-) -> bytes:
-    """A PDF with one page per entry, each line drawn as text (an empty line is a gap)."""
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, invariant=True)
-    if title is not None:
-        pdf.setTitle(title)
-    if subject is not None:
-        pdf.setSubject(subject)
-    for lines in pages:
-        y = 800
-        for line in lines:
-            if line:
-                pdf.drawString(72, y, line)
-            y -= 14
-        pdf.showPage()
-    pdf.save()
-    return buffer.getvalue()
-
-
-@pytest.fixture
-def make_pdf() -> PdfMaker:
-    return build_pdf
 
 
 @pytest.fixture
