@@ -308,7 +308,8 @@ def measure(
     drifts by 20 % and more over minutes, so cells measured one after another in a
     single pass compare the machine at different times as much as the code: run in one
     pass, the service with 1, 8 and 32 clients read 54, 46 and 45 texts/s (int8, long
-    texts), and 46, 45, 44, 43 alternating 1 and 32 clients a minute later.
+    texts); alternating 1 and 32 clients a minute later, 46 and 45, then 44 and 43. The
+    bare session stays open through the service's cells: idle, it takes no CPU.
     """
     bare = BareOrt(model_dir, threads)
     shapes: dict[str, list[list[str]]] = {}
