@@ -17,10 +17,34 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from groundwire_core.errors import InvalidInput
+from groundwire_core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+
+def model_files(model_dir: Path, *names: str, profile: str) -> list[Path]:
+    """The paths of ``names`` in a built model folder; NotFound, with the command that
+    rebuilds it (``profile`` is the model's build profile), when one is missing."""
+    paths = [Path(model_dir) / name for name in names]
+    for path in paths:
+        if not path.is_file():
+            raise NotFound(
+                f"model directory {model_dir} is incomplete: {path.name} is "
+                f"missing; rebuild it with `groundwire models build {profile}`"
+            )
+    return paths
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    """A ``tokenizers`` tokenizer from its JSON file; InvalidInput when it does not load."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception
+        raise InvalidInput(f"{path} is not a loadable tokenizer ({type(exc).__name__})") from exc
 
 
 def session_options(

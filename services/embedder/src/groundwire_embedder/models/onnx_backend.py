@@ -33,8 +33,13 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
-from groundwire_core.onnx_models import open_session, session_options
+from groundwire_core.errors import BackendFailure, InvalidInput
+from groundwire_core.onnx_models import (
+    load_tokenizer,
+    model_files,
+    open_session,
+    session_options,
+)
 from groundwire_embedder.models.manifest import ModelManifest
 
 HIDDEN_OUTPUT = "last_hidden_state"
@@ -115,14 +120,12 @@ class OnnxEncoder:
             if self._session is not None:
                 return
             manifest = ModelManifest.load(self.model_dir)
-            onnx_path = self.model_dir / manifest.onnx_file
-            tokenizer_path = self.model_dir / manifest.tokenizer_file
-            for path in (onnx_path, tokenizer_path):
-                if not path.is_file():
-                    raise NotFound(
-                        f"model directory {self.model_dir} is incomplete: {path.name} is "
-                        f"missing; rebuild it with `groundwire models build {manifest.profile}`"
-                    )
+            onnx_path, tokenizer_path = model_files(
+                self.model_dir,
+                manifest.onnx_file,
+                manifest.tokenizer_file,
+                profile=manifest.profile,
+            )
 
             options = session_options(
                 intra_op_threads=self.intra_op_threads,
@@ -140,17 +143,12 @@ class OnnxEncoder:
                 )
             fetch = _outputs_to_fetch(onnx_path, manifest, session)
 
-            try:
-                tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            except Exception as exc:  # tokenizers raises a bare Exception
-                raise InvalidInput(
-                    f"{tokenizer_path} is not a loadable tokenizer ({type(exc).__name__})"
-                ) from exc
+            tokenizer = load_tokenizer(tokenizer_path)
             padding = tokenizer.padding
             pad_id = int(padding["pad_id"]) if padding else _guess_pad_id(tokenizer)
             tokenizer.no_padding()  # we pad per batch ourselves
             tokenizer.enable_truncation(max_length=manifest.max_tokens)
-            counter = Tokenizer.from_file(str(tokenizer_path))
+            counter = load_tokenizer(tokenizer_path)
             counter.no_padding()
             counter.no_truncation()
 

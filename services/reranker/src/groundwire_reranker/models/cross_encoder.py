@@ -31,8 +31,13 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
-from groundwire_core.errors import BackendFailure, InvalidInput, NotFound
-from groundwire_core.onnx_models import open_session, session_options
+from groundwire_core.errors import BackendFailure, InvalidInput
+from groundwire_core.onnx_models import (
+    load_tokenizer,
+    model_files,
+    open_session,
+    session_options,
+)
 from groundwire_reranker.models.manifest import CrossEncoderManifest
 
 LOGITS_OUTPUT = "logits"
@@ -109,19 +114,17 @@ class OnnxCrossEncoder:
             if self._session is not None:
                 return
             manifest = CrossEncoderManifest.load(self.model_dir)
-            onnx_path = self.model_dir / manifest.onnx_file
-            tokenizer_path = self.model_dir / manifest.tokenizer_file
-            for path in (onnx_path, tokenizer_path):
-                if not path.is_file():
-                    raise NotFound(
-                        f"model directory {self.model_dir} is incomplete: {path.name} is "
-                        f"missing; rebuild it with `groundwire models build {manifest.profile}`"
-                    )
+            onnx_path, tokenizer_path = model_files(
+                self.model_dir,
+                manifest.onnx_file,
+                manifest.tokenizer_file,
+                profile=manifest.profile,
+            )
             session = self._open_session(onnx_path, manifest)
-            pieces = _load_tokenizer(tokenizer_path)
+            pieces = load_tokenizer(tokenizer_path)
             pieces.no_padding()
             pieces.enable_truncation(max_length=manifest.max_tokens)
-            pairs = _load_tokenizer(tokenizer_path)
+            pairs = load_tokenizer(tokenizer_path)
             pairs.no_padding()
             pairs.enable_truncation(max_length=manifest.max_tokens, strategy="only_second")
 
@@ -322,8 +325,3 @@ def _encode(tokenizer: Tokenizer, texts: list[str]) -> list[Encoding]:
         return tokenizer.encode_batch(clean, add_special_tokens=False)
 
 
-def _load_tokenizer(path: Path) -> Tokenizer:
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises a bare Exception
-        raise InvalidInput(f"{path} is not a loadable tokenizer ({type(exc).__name__})") from exc
