@@ -1,4 +1,4 @@
-"""The session options both model services open their graphs with."""
+"""What both model services open their folders, graphs and tokenizers with."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from groundwire_core.errors import InvalidInput
-from groundwire_core.onnx_models import open_session, session_options
+from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.onnx_models import load_tokenizer, model_files, open_session, session_options
 
 
 def test_session_options_carry_the_settings() -> None:
@@ -35,3 +35,23 @@ def test_a_graph_that_does_not_load_names_the_rebuild_command(tmp_path: Path) ->
         open_session(graph, session_options(), profile="minilm")
     assert str(graph) in info.value.message
     assert "groundwire models build minilm" in info.value.message
+
+
+def test_a_missing_file_names_itself_and_the_rebuild_command(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"x")
+    with pytest.raises(NotFound) as info:
+        model_files(tmp_path, "model.onnx", "tokenizer.json", profile="bge-m3")
+    assert "tokenizer.json is missing" in info.value.message
+    assert "groundwire models build bge-m3" in info.value.message
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert model_files(tmp_path, "model.onnx", "tokenizer.json", profile="bge-m3") == [
+        tmp_path / "model.onnx",
+        tmp_path / "tokenizer.json",
+    ]
+
+
+def test_a_tokenizer_that_does_not_load_is_invalid_input(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{not json")
+    with pytest.raises(InvalidInput, match="is not a loadable tokenizer"):
+        load_tokenizer(path)
