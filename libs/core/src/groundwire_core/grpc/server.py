@@ -149,7 +149,7 @@ async def _watch(service: GrpcService, running: RunningServer, interval_s: float
         ready = problem is None
         answer = health_pb2.HealthCheckResponse
         status = answer.SERVING if ready else answer.NOT_SERVING
-        for name in service.service_names:
+        for name in service.service_names:  # not _set_health: "" (liveness) stays as is
             await running.health.set(name, status)
         if ready:
             log.info("%s SERVING again: its health check passes", service.name)
