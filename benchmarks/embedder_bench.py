@@ -250,11 +250,23 @@ async def service_cells(port: int, payloads: Sequence[bytes], plan: Plan) -> dic
     }
 
 
+@dataclass
+class QueryTimes:
+    """Milliseconds per single-query call."""
+
+    grpc: list[float]  # the client's wall time of Embed, reply parsed
+    ort: list[float]  # the bare session.run on the same tokens
+    server: list[float]  # Embed's own time inside the service (reply.timing.total_ms)
+    steps: list[float]  # of which tokenize + run + pool (reply.timing.inference_ms)
+    queue: list[float]  # of which the engine's hand-offs (reply.timing.queue_ms)
+
+
 async def query_latency(
     port: int, bare: BareOrt, query: str, calls: int, block: int = 50
-) -> tuple[list[float], list[float]]:
+) -> QueryTimes:
     """Milliseconds per single-query call: gRPC ``Embed`` (parsed reply) and the bare
-    ``session.run`` on the same tokens, alternating in blocks so both see the same load."""
+    ``session.run`` on the same tokens, alternating in blocks so both see the same load;
+    with the service's own account of each call, to show where the difference goes."""
     feed = bare.feed([query])
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = channel.unary_unary(
@@ -266,19 +278,21 @@ async def query_latency(
         for _ in range(20):
             await call(request, timeout=30)
             bare.run(feed)
-        grpc_times: list[float] = []
-        ort_times: list[float] = []
-        while len(grpc_times) < calls:
+        times = QueryTimes([], [], [], [], [])
+        while len(times.grpc) < calls:
             for _ in range(block):
                 started = time.perf_counter()
                 reply = await call(request, timeout=30)
-                grpc_times.append((time.perf_counter() - started) * 1e3)
+                times.grpc.append((time.perf_counter() - started) * 1e3)
+                times.server.append(reply.timing.total_ms)
+                times.steps.append(reply.timing.inference_ms)
+                times.queue.append(reply.timing.queue_ms)
             for _ in range(block):
                 started = time.perf_counter()
                 bare.run(feed)
-                ort_times.append((time.perf_counter() - started) * 1e3)
+                times.ort.append((time.perf_counter() - started) * 1e3)
         assert len(reply.embeddings[0].dense.values) > 0
-        return grpc_times, ort_times
+        return times
 
 
 def percentiles(times: Sequence[float]) -> dict[str, float]:
@@ -334,9 +348,7 @@ def measure(
         "embedder", {"MODEL_DIR": str(model_dir), "INTRA_OP_THREADS": str(threads)}, workdir
     )
     try:
-        grpc_times, ort_times = asyncio.run(
-            query_latency(server.port, bare, query, plan.latency_calls)
-        )
+        query_times = asyncio.run(query_latency(server.port, bare, query, plan.latency_calls))
         for n in range(plan.passes):
             print(f"  pass {n + 1} of {plan.passes}", flush=True)
             for shape, batches in shapes.items():
@@ -372,8 +384,19 @@ def measure(
     result["query"] = {
         "text": query,
         "tokens": len(bare.tokenizer.encode(query).ids),
-        "grpc": percentiles(grpc_times),
-        "ort": percentiles(ort_times),
+        "grpc": percentiles(query_times.grpc),
+        "ort": percentiles(query_times.ort),
+        # medians of the service's own account, and of the rest of each call's time
+        "where_p50_ms": {
+            "transport": float(np.median(np.subtract(query_times.grpc, query_times.server))),
+            "engine_handoffs": float(np.median(query_times.queue)),
+            "model_steps": float(np.median(query_times.steps)),
+            "handler": float(
+                np.median(
+                    np.subtract(query_times.server, np.add(query_times.steps, query_times.queue))
+                )
+            ),
+        },
     }
     result["query"]["p50_ratio"] = (
         result["query"]["grpc"]["p50_ms"] / result["query"]["ort"]["p50_ms"]
@@ -479,6 +502,21 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
             f"{q['grpc']['p50_ms']:>10.2f}{q['grpc']['p95_ms']:>10.2f}"
             f"{q['ort']['p50_ms']:>9.2f}{q['ort']['p95_ms']:>9.2f}{q['p50_ratio']:>7.2f}"
         )
+    print(
+        "\nwhere a query's gRPC time goes (medians, ms): transport = the client's time less "
+        "the service's,\nwith gRPC, interceptors and (de)serializing; model steps = "
+        "tokenize + session.run + pooling"
+    )
+    for r in results:
+        q = r["query"]
+        where = q.get("where_p50_ms")
+        if where:
+            print(
+                f"{r['profile'] + ' ' + r['precision']:<22}transport {where['transport']:.2f}, "
+                f"handler {where['handler']:.2f}, engine hand-offs "
+                f"{where['engine_handoffs']:.2f}, model steps {where['model_steps']:.2f} "
+                f"(bare run {q['ort']['p50_ms']:.2f})"
+            )
     for r in results:
         if "int8_cosine_to_fp32" in r:
             c = r["int8_cosine_to_fp32"]
