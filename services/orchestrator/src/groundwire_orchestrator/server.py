@@ -29,6 +29,7 @@ from groundwire_orchestrator.stages.answer import GroundedAnswerStage
 from groundwire_orchestrator.stages.citations import CitationVerifier
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
 from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
+from groundwire_orchestrator.stages.passages import PassageVectors
 from groundwire_orchestrator.stages.rerank import RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
@@ -55,6 +56,7 @@ def build_pipeline(
 ) -> Pipeline:
     """Every stage configured from ``settings``; opens nothing."""
     s = settings
+    passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
     answer = (
         GroundedAnswerStage(
             llm,
@@ -90,8 +92,10 @@ def build_pipeline(
             llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
         ),
         answer=answer,
-        extractive=ExtractiveAnswerStage(embedder),
-        verifier=CitationVerifier(embedder, threshold=s.citation_support_threshold),
+        extractive=ExtractiveAnswerStage(embedder, passages=passages),
+        verifier=CitationVerifier(
+            embedder, threshold=s.citation_support_threshold, passages=passages
+        ),
         reader=SourceReader(embedder, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
         config=ChainConfig(
             candidates=s.candidates,

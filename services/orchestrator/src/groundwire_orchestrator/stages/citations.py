@@ -28,11 +28,9 @@ Embedder down -> every citation UNCHECKED (support 0) and the stage reports it.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +43,7 @@ from groundwire_orchestrator.domain import (
     StageReport,
     Verification,
 )
+from groundwire_orchestrator.stages.passages import PassageVectors
 from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
 from groundwire_orchestrator.stages.text import (
     MARKER,
@@ -59,12 +58,7 @@ from groundwire_orchestrator.stages.text import (
 
 SEMANTIC_WEIGHT = 0.6
 LEXICAL_WEIGHT = 0.4
-_EMBED_BATCH = 64
 _UNITS_PER_CHUNK = 6
-# Vectors of chunk text are reused across answers: the same chunks get cited again and
-# again, and re-embedding them saturated one embedder replica under load (locust run,
-# benchmarks/results/load-*). Bounded; claims are new each time and not worth keeping.
-_CACHE_ENTRIES = 4096
 _NUMBER_WORDS = frozenset(
     """three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
@@ -261,35 +255,19 @@ class VerificationResult:
 class CitationVerifier:
     """Checks each citation of an answer against the chunk it cites."""
 
-    def __init__(self, embedder: Embedder | None, *, threshold: float) -> None:
-        self._embedder = embedder
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        *,
+        threshold: float,
+        passages: PassageVectors | None = None,
+    ) -> None:
+        """``passages``: the chunk-text vectors shared with the extractive answer (one
+        of this verifier's own when None)."""
         self._threshold = threshold
-        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
-
-    async def _embed(
-        self, texts: Sequence[str], *, keep: Sequence[str] = ()
-    ) -> dict[str, tuple[float, ...]]:
-        """Vectors of ``texts``; those in ``keep`` (chunk units) are cached."""
-        assert self._embedder is not None
-        cached = {t: self._cache[t] for t in texts if t in self._cache}
-        for t in cached:
-            self._cache.move_to_end(t)
-        unique = [t for t in dict.fromkeys(texts) if t not in cached]
-        batches = [unique[i : i + _EMBED_BATCH] for i in range(0, len(unique), _EMBED_BATCH)]
-        replies = await asyncio.gather(
-            *(self._embedder.embed(b, query=False) for b in batches)
-        )
-        vectors: dict[str, tuple[float, ...]] = dict(cached)
-        keep_set = set(keep)
-        for batch, embedded in zip(batches, replies, strict=True):
-            for text, emb in zip(batch, embedded, strict=True):
-                if emb.dense is not None:
-                    vectors[text] = emb.dense
-                    if text in keep_set:
-                        self._cache[text] = emb.dense
-        while len(self._cache) > _CACHE_ENTRIES:
-            self._cache.popitem(last=False)
-        return vectors
+        if passages is None and embedder is not None:
+            passages = PassageVectors(embedder)
+        self._passages = passages
 
     def support(
         self, claim: str, cand: Candidate, vectors: dict[str, tuple[float, ...]]
@@ -331,7 +309,7 @@ class CitationVerifier:
         dependency = ""
         vectors: dict[str, tuple[float, ...]] | None = None
         if to_embed:
-            if self._embedder is None:
+            if self._passages is None:
                 fallback_reason = "no embedder is configured: citations are unchecked"
             else:
                 texts = [cs.claim for cs, _ in to_embed]
@@ -342,7 +320,8 @@ class CitationVerifier:
                 for cand, claims in claims_of.values():
                     units += _closest_units(cand, claims, _UNITS_PER_CHUNK)
                 try:
-                    vectors = await self._embed([*texts, *units], keep=units)
+                    # claims are new each time: only the chunk's units are kept
+                    vectors = await self._passages.get([*texts, *units], keep=units)
                 except GroundwireError as error:
                     fallback_reason = f"citations are unchecked: {error.message}"
                     dependency = error.dependency or "embedder"

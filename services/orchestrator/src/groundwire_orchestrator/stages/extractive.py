@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.domain import NumberedSource, StageReport
+from groundwire_orchestrator.stages.passages import PassageVectors
 from groundwire_orchestrator.stages.text import chunk_body, content_words, overlap, prose_sentences
 
 SEMANTIC_WEIGHT = 0.7
@@ -75,8 +76,14 @@ class ExtractiveAnswerStage:
         per_source: int = 2,
         from_sources: int = 8,
         max_embedded: int = 32,
+        passages: PassageVectors | None = None,
     ) -> None:
+        """``passages``: the chunk-text vectors shared with the citation check (one of
+        this stage's own when None)."""
         self._embedder = embedder
+        if passages is None and embedder is not None:
+            passages = PassageVectors(embedder)
+        self._passages = passages
         self._max_sentences = max_sentences
         self._per_source = per_source
         self._from_sources = from_sources
@@ -85,16 +92,16 @@ class ExtractiveAnswerStage:
     async def _semantic(
         self, query: str, sentences: Sequence[_Sentence]
     ) -> list[float] | None:
-        if self._embedder is None:
+        if self._embedder is None or self._passages is None:
             return None
-        q, s = await asyncio.gather(
+        q, vectors = await asyncio.gather(
             self._embedder.embed([query], query=True),
-            self._embedder.embed([x.text for x in sentences], query=False),
+            self._passages.get([x.text for x in sentences]),  # chunk sentences: kept
         )
         qv = q[0].dense
         if qv is None:
             return None
-        return [_cosine(qv, e.dense) if e.dense is not None else 0.0 for e in s]
+        return [_cosine(qv, vectors[x.text]) if x.text in vectors else 0.0 for x in sentences]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:
         """The cited extractive answer ("" when no excerpt has a usable sentence)."""

@@ -1,0 +1,67 @@
+"""Dense vectors of passage text (chunk sentences and bodies), kept across requests.
+
+Two stages score a chunk's sentences: the extractive answer (against the question) and
+the citation check (against the answer's claims). The same chunks come back question
+after question, and re-embedding their text saturated one embedder replica under load
+(locust run, benchmarks/results/load-*), so both embed passages through one bounded
+LRU shared by the orchestrator: a sentence embedded by one stage, or for one request,
+is not embedded again by the other or for the next. Claims and queries are new each
+time; callers say which texts are worth keeping.
+
+The LRU is an OrderedDict rather than a cache library: what is kept depends on the
+caller (``keep``) and misses are embedded together in batches, which per-key
+memoizing caches do not do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+
+from groundwire_orchestrator.clients.interfaces import Embedder
+
+EMBED_BATCH = 64
+CACHE_ENTRIES = 4096
+
+
+class PassageVectors:
+    """Passage-kind (``query=False``) dense vectors of texts, with a bounded LRU."""
+
+    def __init__(
+        self, embedder: Embedder, *, entries: int = CACHE_ENTRIES, batch: int = EMBED_BATCH
+    ) -> None:
+        self._embedder = embedder
+        self._entries = entries
+        self._batch = batch
+        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    async def get(
+        self, texts: Sequence[str], *, keep: Collection[str] | None = None
+    ) -> dict[str, tuple[float, ...]]:
+        """The vectors of ``texts`` by text; those missing are embedded in batches sent
+        at once, and those in ``keep`` (every text when None) are cached. A text the
+        embedder gives no dense vector is left out. Raises what the embedder raises."""
+        vectors: dict[str, tuple[float, ...]] = {}
+        for text in texts:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                vectors[text] = hit
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        batches = [missing[i : i + self._batch] for i in range(0, len(missing), self._batch)]
+        replies = await asyncio.gather(*(self._embedder.embed(b, query=False) for b in batches))
+        kept = set(texts if keep is None else keep)
+        for batch, embedded in zip(batches, replies, strict=True):
+            for text, emb in zip(batch, embedded, strict=True):
+                if emb.dense is None:
+                    continue
+                vectors[text] = emb.dense
+                if text in kept:
+                    self._cache[text] = emb.dense
+        while len(self._cache) > self._entries:
+            self._cache.popitem(last=False)
+        return vectors
