@@ -13,7 +13,7 @@ from groundwire_orchestrator.domain import NumberedSource, Verification
 from groundwire_orchestrator.stages.citations import CitationVerifier
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage, ExtractiveInput
 from groundwire_orchestrator.stages.passages import PassageVectors
-from tests.unit.orchestrator.doubles import FakeEmbedder, bag_vector, chunk
+from tests.unit.orchestrator.doubles import DIMS, FakeEmbedder, bag_vector, chunk
 
 
 async def test_kept_texts_are_not_embedded_again() -> None:
@@ -100,3 +100,53 @@ async def test_the_citation_check_reuses_what_the_extractive_answer_embedded() -
     result = await verifier.run(claim, lambda n: source if n == 1 else None)
     assert result.citations[0].status is not Verification.UNCHECKED
     assert not chunk_sentences & set(embedder.embedded), "the chunk's sentences were cached"
+
+
+class SwappableEmbedder(FakeEmbedder):
+    """The fake's vectors, widened to ``width`` (zeros appended): a redeployed embedder
+    serving a model of another width."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.width = DIMS
+
+    async def embed(
+        self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
+    ) -> list[TextEmbedding]:
+        out = await super().embed(texts, query=query, outputs=outputs)
+        pad = (0.0,) * (self.width - DIMS)
+        return [TextEmbedding(e.dense + pad if e.dense else None, None, 1, False) for e in out]
+
+
+async def test_a_caller_with_vectors_of_another_width_drops_the_cache() -> None:
+    embedder = SwappableEmbedder()
+    passages = PassageVectors(embedder)
+    await passages.get(["kept sentence one", "kept sentence two"])
+    embedder.width = DIMS + 8
+    embedder.calls.clear()
+    vectors = await passages.get(["kept sentence one"], dims=DIMS + 8)
+    assert embedder.embedded == ["kept sentence one"], "re-embedded under the new model"
+    assert len(vectors["kept sentence one"]) == DIMS + 8
+    assert len(passages) == 1, "the other old vector is gone too"
+
+
+async def test_both_stages_survive_an_embedder_model_change() -> None:
+    embedder = SwappableEmbedder()
+    passages = PassageVectors(embedder)
+    source = NumberedSource(
+        1, chunk(1, "Each key may send sixty requests per minute to the API. Keys expire.")
+    )
+    extractive = ExtractiveAnswerStage(embedder, passages=passages)
+    verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
+    question = ExtractiveInput("how many requests may a key send", [source], "no LLM")
+    claim = "Every key can make sixty calls a minute [1]."
+    await extractive.run(question)
+    before = await verifier.run(claim, lambda n: source)
+
+    embedder.width = DIMS + 8  # redeployed with a wider model; same texts, new vectors
+    text, report = await extractive.run(question)
+    assert "sixty requests per minute" in text
+    assert report.details["scoring"] == "embedder + word overlap"
+    after = await verifier.run(claim, lambda n: source)
+    assert after.citations[0].status is before.citations[0].status
+    assert after.citations[0].support == pytest.approx(before.citations[0].support)

@@ -269,6 +269,20 @@ class CitationVerifier:
             passages = PassageVectors(embedder)
         self._passages = passages
 
+    async def _unit_vectors(
+        self, claims: list[str], units: list[str]
+    ) -> dict[str, tuple[float, ...]]:
+        """Vectors of the claims and the chunks' units; only the units are kept (claims
+        are new each time)."""
+        assert self._passages is not None
+        vectors = await self._passages.get([*claims, *units], keep=units)
+        # claims are not kept: theirs come from the model serving now
+        kept = set(units)
+        fresh = {len(vectors[c]) for c in claims if c in vectors and c not in kept}
+        if len(fresh) == 1 and any(len(v) not in fresh for v in vectors.values()):
+            vectors = await self._passages.get([*claims, *units], keep=units, dims=fresh.pop())
+        return vectors
+
     def support(
         self, claim: str, cand: Candidate, vectors: dict[str, tuple[float, ...]]
     ) -> float:
@@ -320,8 +334,7 @@ class CitationVerifier:
                 for cand, claims in claims_of.values():
                     units += _closest_units(cand, claims, _UNITS_PER_CHUNK)
                 try:
-                    # claims are new each time: only the chunk's units are kept
-                    vectors = await self._passages.get([*texts, *units], keep=units)
+                    vectors = await self._unit_vectors(texts, units)
                 except GroundwireError as error:
                     fallback_reason = f"citations are unchecked: {error.message}"
                     dependency = error.dependency or "embedder"

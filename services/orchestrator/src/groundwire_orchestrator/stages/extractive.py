@@ -94,13 +94,16 @@ class ExtractiveAnswerStage:
     ) -> list[float] | None:
         if self._embedder is None or self._passages is None:
             return None
+        texts = [x.text for x in sentences]
         q, vectors = await asyncio.gather(
             self._embedder.embed([query], query=True),
-            self._passages.get([x.text for x in sentences]),  # chunk sentences: kept
+            self._passages.get(texts),  # chunk sentences: kept
         )
         qv = q[0].dense
         if qv is None:
             return None
+        if any(len(v) != len(qv) for v in vectors.values()):  # cached under another model
+            vectors = await self._passages.get(texts, dims=len(qv))
         return [_cosine(qv, vectors[x.text]) if x.text in vectors else 0.0 for x in sentences]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:

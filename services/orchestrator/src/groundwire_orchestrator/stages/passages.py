@@ -8,6 +8,13 @@ LRU shared by the orchestrator: a sentence embedded by one stage, or for one req
 is not embedded again by the other or for the next. Claims and queries are new each
 time; callers say which texts are worth keeping.
 
+Vectors are only comparable within one embedding model, and the embedder may be
+redeployed with another while the orchestrator runs (a collection re-indexed for the
+new model serves at once). Callers compare what they get with a vector they embedded
+just now and, when the lengths differ, ask again with ``dims``: the cache then drops
+what it holds and starts over. A new model of the same width is not detected; its
+vectors age out of the LRU.
+
 The LRU is an OrderedDict rather than a cache library: what is kept depends on the
 caller (``keep``) and misses are embedded together in batches, which per-key
 memoizing caches do not do.
@@ -35,16 +42,26 @@ class PassageVectors:
         self._entries = entries
         self._batch = batch
         self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self._dims: int | None = None  # the length of the cached vectors
 
     def __len__(self) -> int:
         return len(self._cache)
 
     async def get(
-        self, texts: Sequence[str], *, keep: Collection[str] | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        keep: Collection[str] | None = None,
+        dims: int | None = None,
     ) -> dict[str, tuple[float, ...]]:
         """The vectors of ``texts`` by text; those missing are embedded in batches sent
         at once, and those in ``keep`` (every text when None) are cached. A text the
-        embedder gives no dense vector is left out. Raises what the embedder raises."""
+        embedder gives no dense vector is left out. ``dims``: the length the caller's
+        fresh vectors have; cached vectors of another length are dropped first. Raises
+        what the embedder raises."""
+        if dims is not None and self._dims not in (None, dims):
+            self._cache.clear()
+            self._dims = None
         vectors: dict[str, tuple[float, ...]] = {}
         for text in texts:
             hit = self._cache.get(text)
@@ -61,6 +78,9 @@ class PassageVectors:
                     continue
                 vectors[text] = emb.dense
                 if text in kept:
+                    if len(emb.dense) != self._dims:  # the first vector, or a new model
+                        self._cache.clear()
+                        self._dims = len(emb.dense)
                     self._cache[text] = emb.dense
         while len(self._cache) > self._entries:
             self._cache.popitem(last=False)
