@@ -43,7 +43,7 @@ from groundwire_orchestrator.domain import (
     StageReport,
     Verification,
 )
-from groundwire_orchestrator.stages.passages import PassageVectors
+from groundwire_orchestrator.stages.passages import PassageVectors, Vector
 from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
 from groundwire_orchestrator.stages.text import (
     MARKER,
@@ -271,7 +271,7 @@ class CitationVerifier:
 
     async def _unit_vectors(
         self, claims: list[str], units: list[str]
-    ) -> dict[str, tuple[float, ...]]:
+    ) -> dict[str, Vector]:
         """Vectors of the claims and the chunks' units; only the units are kept (claims
         are new each time)."""
         assert self._passages is not None
@@ -284,7 +284,7 @@ class CitationVerifier:
         return vectors
 
     def support(
-        self, claim: str, cand: Candidate, vectors: dict[str, tuple[float, ...]]
+        self, claim: str, cand: Candidate, vectors: dict[str, Vector]
     ) -> float:
         """Support of ``claim`` by ``cand`` in [0, 1] (see the module docstring)."""
         units = _chunk_units(cand)
@@ -321,7 +321,7 @@ class CitationVerifier:
         to_embed = [p for i, p in enumerate(pairs) if i not in quoted]
         fallback_reason = ""
         dependency = ""
-        vectors: dict[str, tuple[float, ...]] | None = None
+        vectors: dict[str, Vector] | None = None
         if to_embed:
             if self._passages is None:
                 fallback_reason = "no embedder is configured: citations are unchecked"

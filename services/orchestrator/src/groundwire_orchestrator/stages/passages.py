@@ -15,6 +15,11 @@ just now and, when the lengths differ, ask again with ``dims``: the cache then d
 what it holds and starts over. A new model of the same width is not detected; its
 vectors age out of the LRU.
 
+Cached vectors are float32 arrays (stdlib ``array``): a tuple of Python floats takes
+eight times the memory, and 4,096 BGE-M3 vectors (1,024-d) took 128 MB as tuples
+against 16 MB as arrays (tracemalloc; 48 MB vs 6 MB at MiniLM's 384-d). Scores move by
+float32 rounding only.
+
 The LRU is an OrderedDict rather than a cache library: what is kept depends on the
 caller (``keep``) and misses are embedded together in batches, which per-key
 memoizing caches do not do.
@@ -23,6 +28,7 @@ memoizing caches do not do.
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
@@ -30,6 +36,8 @@ from groundwire_orchestrator.clients.interfaces import Embedder
 
 EMBED_BATCH = 64
 CACHE_ENTRIES = 4096
+
+Vector = Sequence[float]
 
 
 class PassageVectors:
@@ -41,7 +49,7 @@ class PassageVectors:
         self._embedder = embedder
         self._entries = entries
         self._batch = batch
-        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self._cache: OrderedDict[str, array[float]] = OrderedDict()
         self._dims: int | None = None  # the length of the cached vectors
 
     def __len__(self) -> int:
@@ -53,7 +61,7 @@ class PassageVectors:
         *,
         keep: Collection[str] | None = None,
         dims: int | None = None,
-    ) -> dict[str, tuple[float, ...]]:
+    ) -> dict[str, Vector]:
         """The vectors of ``texts`` by text; those missing are embedded in batches sent
         at once, and those in ``keep`` (every text when None) are cached. A text the
         embedder gives no dense vector is left out. ``dims``: the length the caller's
@@ -62,7 +70,7 @@ class PassageVectors:
         if dims is not None and self._dims not in (None, dims):
             self._cache.clear()
             self._dims = None
-        vectors: dict[str, tuple[float, ...]] = {}
+        vectors: dict[str, Vector] = {}
         for text in texts:
             hit = self._cache.get(text)
             if hit is not None:
@@ -81,7 +89,7 @@ class PassageVectors:
                     if len(emb.dense) != self._dims:  # the first vector, or a new model
                         self._cache.clear()
                         self._dims = len(emb.dense)
-                    self._cache[text] = emb.dense
+                    self._cache[text] = array("f", emb.dense)
         while len(self._cache) > self._entries:
             self._cache.popitem(last=False)
         return vectors
