@@ -129,7 +129,8 @@ async def test_a_caller_with_vectors_of_another_width_drops_the_cache() -> None:
     await passages.get(["kept sentence one", "kept sentence two"])
     embedder.width = DIMS + 8
     embedder.calls.clear()
-    vectors = await passages.get(["kept sentence one"], dims=DIMS + 8)
+    texts = ["kept sentence one"]
+    vectors = await passages.of_width(await passages.get(texts), texts, DIMS + 8)
     assert embedder.embedded == ["kept sentence one"], "re-embedded under the new model"
     assert len(vectors["kept sentence one"]) == DIMS + 8
     assert len(passages) == 1, "the other old vector is gone too"

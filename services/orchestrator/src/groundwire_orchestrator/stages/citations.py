@@ -275,13 +275,14 @@ class CitationVerifier:
         """Vectors of the claims and the chunks' units; only the units are kept (claims
         are new each time)."""
         assert self._passages is not None
-        vectors = await self._passages.get([*claims, *units], keep=units)
+        texts = [*claims, *units]
+        vectors = await self._passages.get(texts, keep=units)
         # claims are not kept: theirs come from the model serving now
         kept = set(units)
-        fresh = {len(vectors[c]) for c in claims if c in vectors and c not in kept}
-        if len(fresh) == 1 and any(len(v) not in fresh for v in vectors.values()):
-            vectors = await self._passages.get([*claims, *units], keep=units, dims=fresh.pop())
-        return vectors
+        fresh = next((vectors[c] for c in claims if c in vectors and c not in kept), None)
+        if fresh is None:
+            return vectors
+        return await self._passages.of_width(vectors, texts, len(fresh), keep=units)
 
     def support(
         self, claim: str, cand: Candidate, vectors: dict[str, Vector]

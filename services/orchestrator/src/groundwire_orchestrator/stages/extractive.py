@@ -102,8 +102,7 @@ class ExtractiveAnswerStage:
         qv = q[0].dense
         if qv is None:
             return None
-        if any(len(v) != len(qv) for v in vectors.values()):  # cached under another model
-            vectors = await self._passages.get(texts, dims=len(qv))
+        vectors = await self._passages.of_width(vectors, texts, len(qv))
         return [_cosine(qv, vectors[x.text]) if x.text in vectors else 0.0 for x in sentences]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:

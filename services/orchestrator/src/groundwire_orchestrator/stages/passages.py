@@ -10,9 +10,9 @@ time; callers say which texts are worth keeping.
 
 Vectors are only comparable within one embedding model, and the embedder may be
 redeployed with another while the orchestrator runs (a collection re-indexed for the
-new model serves at once). Callers compare what they get with a vector they embedded
-just now and, when the lengths differ, ask again with ``dims``: the cache then drops
-what it holds and starts over. A new model of the same width is not detected; its
+new model serves at once). Callers hand what they got to ``of_width`` with the length
+of a vector they embedded just now; when the lengths differ, the cache drops what it
+holds and the texts are embedded again. A new model of the same width is not detected; its
 vectors age out of the LRU.
 
 Cached vectors are float32 arrays (stdlib ``array``): a tuple of Python floats takes
@@ -60,16 +60,10 @@ class PassageVectors:
         texts: Sequence[str],
         *,
         keep: Collection[str] | None = None,
-        dims: int | None = None,
     ) -> dict[str, Vector]:
         """The vectors of ``texts`` by text; those missing are embedded in batches sent
         at once, and those in ``keep`` (every text when None) are cached. A text the
-        embedder gives no dense vector is left out. ``dims``: the length the caller's
-        fresh vectors have; cached vectors of another length are dropped first. Raises
-        what the embedder raises."""
-        if dims is not None and self._dims not in (None, dims):
-            self._cache.clear()
-            self._dims = None
+        embedder gives no dense vector is left out. Raises what the embedder raises."""
         vectors: dict[str, Vector] = {}
         for text in texts:
             hit = self._cache.get(text)
@@ -93,3 +87,21 @@ class PassageVectors:
         while len(self._cache) > self._entries:
             self._cache.popitem(last=False)
         return vectors
+
+    async def of_width(
+        self,
+        vectors: dict[str, Vector],
+        texts: Sequence[str],
+        width: int,
+        *,
+        keep: Collection[str] | None = None,
+    ) -> dict[str, Vector]:
+        """``vectors`` (what ``get(texts, keep=keep)`` gave) when every one is ``width``
+        long, the length of a vector the caller embedded just now. Otherwise some came
+        from the cache under an earlier model: the cache is emptied and ``texts`` are
+        embedded again."""
+        if all(len(v) == width for v in vectors.values()):
+            return vectors
+        self._cache.clear()
+        self._dims = None
+        return await self.get(texts, keep=keep)
