@@ -356,10 +356,10 @@ class EdgeEngine:
             # the copy's edge_config.json is the one this process loaded the original with
             fresh = qe.EdgeShard.load(str(target), None)
         except BackendFailure:
-            shutil.rmtree(target, ignore_errors=True)
+            self._remove_in_background(target)
             raise
         except Exception:
-            shutil.rmtree(target, ignore_errors=True)
+            self._remove_in_background(target)
             raise _engine_error(f"build the search index of collection {name!r}") from None
         try:
             if self._current.get(name) == generation:  # the commit point: the pointer
@@ -369,7 +369,7 @@ class EdgeEngine:
                 _write_json_atomic(pointer, {**doc, "shard": target.name})
         except (OSError, ValueError):
             self._close_shard(target.name, fresh)
-            shutil.rmtree(target, ignore_errors=True)
+            self._remove_in_background(target)
             raise _engine_error(f"switch collection {name!r} to its built index") from None
         with self._lock:
             self._replaced.setdefault(generation, []).append((self._shards[generation], source))
