@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from groundwire.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.grpc.client import create_channel
 from groundwire_core.grpc.errors import CODE_KEY, RETRY_AFTER_KEY
 from groundwire_core.grpc.server import serving
@@ -175,10 +176,14 @@ async def test_unknown_or_unsupported_outputs_are_invalid(channel: grpc.aio.Chan
 # -- metadata and parity over the wire ---------------------------------------------------------
 
 
-async def test_response_carries_tokens_and_timings(channel: grpc.aio.Channel) -> None:
+async def test_response_carries_tokens_timings_and_the_model(channel: grpc.aio.Channel) -> None:
     stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
     texts = ["one two three", "", "A longer sentence about vector search and ranking."]
     reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts), timeout=30)
+    info = await stub.Info(embedder_pb2.InfoRequest(), timeout=30)
+    assert reply.model_id == info.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    client = await EmbedderClient(channel).embed(texts[:1], query=True)
+    assert client[0].model == info.model_id, "the typed client tags each vector with it"
     tokens = [e.tokens for e in reply.embeddings]
     assert tokens[0] == 5 and tokens[1] == 2 and tokens[2] > 5
     assert reply.total_tokens == sum(tokens)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from groundwire_core.clients.embedder import EmbedderInfo, TextEmbedding
-from groundwire_core.errors import GroundwireError, Unavailable
+from groundwire_core.errors import GroundwireError, InvalidInput, Unavailable
 from groundwire_orchestrator.clients.reranker import RerankerLoad
 from groundwire_orchestrator.clients.retriever import CollectionInfo, HybridQuery, PathSummary
 from groundwire_orchestrator.domain import Candidate
@@ -125,16 +125,22 @@ def bag_vector(text: str) -> tuple[float, ...]:
 
 
 class FakeEmbedder:
+    """Serves ``model_id``; like the real embedder, asking for the sparse output of a
+    model without one is INVALID_ARGUMENT. Tests redeploy it by changing the fields."""
+
     def __init__(self, *, down: bool = False, sparse: bool = False) -> None:
         self.down = down
         self.sparse = sparse
+        self.model_id = "fake/bag"
         self.calls: list[tuple[tuple[str, ...], bool]] = []
+        self.info_calls = 0
 
     async def info(self) -> EmbedderInfo:
+        self.info_calls += 1
         if self.down:
             raise Unavailable("the embedder is down", dependency="embedder")
         outputs = frozenset({"dense", "sparse"} if self.sparse else {"dense"})
-        return EmbedderInfo("fake/bag", "fake", DIMS, 512, outputs)
+        return EmbedderInfo(self.model_id, "fake", DIMS, 512, outputs)
 
     async def embed(
         self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
@@ -142,12 +148,15 @@ class FakeEmbedder:
         self.calls.append((tuple(texts), query))
         if self.down:
             raise Unavailable("the embedder is down", dependency="embedder")
+        if "sparse" in outputs and not self.sparse:
+            raise InvalidInput("outputs asks for sparse, which this model does not serve")
         return [
             TextEmbedding(
                 dense=bag_vector(t),
                 sparse={len(t): 1.0} if "sparse" in outputs else None,
                 tokens=len(t.split()),
                 truncated=False,
+                model=self.model_id,
             )
             for t in texts
         ]

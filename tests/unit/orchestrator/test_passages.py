@@ -20,10 +20,11 @@ from tests.unit.orchestrator.doubles import DIMS, FakeEmbedder, bag_vector, chun
 async def test_kept_texts_are_not_embedded_again() -> None:
     embedder = FakeEmbedder()
     passages = PassageVectors(embedder)
-    first = await passages.get(["a chunk sentence", "a claim"], keep=["a chunk sentence"])
-    assert first == {t: bag_vector(t) for t in ("a chunk sentence", "a claim")}
+    texts, keep = ["a chunk sentence", "a claim"], ["a chunk sentence"]
+    first = (await passages.get(texts, keep=keep)).vectors
+    assert first == {t: bag_vector(t) for t in texts}
     embedder.calls.clear()
-    second = await passages.get(["a chunk sentence", "a claim"], keep=["a chunk sentence"])
+    second = (await passages.get(texts, keep=keep)).vectors
     assert second.keys() == first.keys()
     for text, vector in second.items():  # the cache keeps float32
         assert list(vector) == pytest.approx(list(first[text]), abs=1e-7)
@@ -45,7 +46,7 @@ async def test_misses_go_out_in_batches() -> None:
     embedder = FakeEmbedder()
     passages = PassageVectors(embedder, batch=64)
     texts = [f"sentence number {i}" for i in range(130)]
-    vectors = await passages.get(texts)
+    vectors = (await passages.get(texts)).vectors
     assert [len(texts) for texts, _ in embedder.calls] == [64, 64, 2]
     assert list(vectors) == texts
 
@@ -72,7 +73,7 @@ async def test_texts_without_a_dense_vector_are_left_out_and_not_kept() -> None:
             return [TextEmbedding(None, None, 1, False) for _ in texts]
 
     passages = PassageVectors(NoDense())
-    assert await passages.get(["anything"]) == {}
+    assert (await passages.get(["anything"])).vectors == {}
     assert len(passages) == 0
 
 
@@ -108,19 +109,32 @@ async def test_the_citation_check_reuses_what_the_extractive_answer_embedded() -
 
 
 class SwappableEmbedder(FakeEmbedder):
-    """The fake's vectors, widened to ``width`` (zeros appended): a redeployed embedder
-    serving a model of another width."""
+    """A redeployable embedder: ``model`` names the model it serves, whose vectors are the
+    fake's widened to ``width`` (zeros appended) and, for ``"rotated"``, rotated by one
+    dimension: a model of the same width whose vectors the old ones do not match."""
 
     def __init__(self) -> None:
         super().__init__()
         self.width = DIMS
+        self.model = "fake/bag"
+        self.models: list[str] = []  # per call, when set: replicas answering in turn
 
     async def embed(
         self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
     ) -> list[TextEmbedding]:
         out = await super().embed(texts, query=query, outputs=outputs)
+        model = self.models.pop(0) if self.models else self.model
         pad = (0.0,) * (self.width - DIMS)
-        return [TextEmbedding(e.dense + pad if e.dense else None, None, 1, False) for e in out]
+        return [
+            TextEmbedding(None, None, 1, False, model=model)
+            if e.dense is None
+            else TextEmbedding(_vector(e.dense + pad, model), None, 1, False, model=model)
+            for e in out
+        ]
+
+
+def _vector(dense: tuple[float, ...], model: str) -> tuple[float, ...]:
+    return dense[1:] + dense[:1] if model == "rotated" else dense
 
 
 async def test_a_caller_with_vectors_of_another_width_drops_the_cache() -> None:
@@ -130,29 +144,67 @@ async def test_a_caller_with_vectors_of_another_width_drops_the_cache() -> None:
     embedder.width = DIMS + 8
     embedder.calls.clear()
     texts = ["kept sentence one"]
-    vectors = await passages.of_width(await passages.get(texts), texts, DIMS + 8)
+    got = await passages.get(texts)
+    assert embedder.embedded == [], "all cached: nothing told the cache of the new model"
+    vectors = (await passages.of_model(got, texts, ("fake/bag", DIMS + 8))).vectors
     assert embedder.embedded == ["kept sentence one"], "re-embedded under the new model"
     assert len(vectors["kept sentence one"]) == DIMS + 8
     assert len(passages) == 1, "the other old vector is gone too"
 
 
-async def test_both_stages_survive_an_embedder_model_change() -> None:
+async def test_a_new_model_of_the_same_width_is_told_by_its_id() -> None:
     embedder = SwappableEmbedder()
     passages = PassageVectors(embedder)
+    await passages.get(["kept sentence one", "kept sentence two"])
+    embedder.model = "rotated"
+    embedder.calls.clear()
+    got = await passages.get(["kept sentence one", "a new sentence"])
+    assert got.model == ("rotated", DIMS)
+    assert sorted(embedder.embedded) == ["a new sentence", "kept sentence one"]
+    assert got.vectors["kept sentence one"] == _vector(bag_vector("kept sentence one"), "rotated")
+    assert len(passages) == 2, "the old model's vectors are gone"
+
+
+async def test_vectors_of_a_second_model_mid_rollout_are_left_out() -> None:
+    embedder = SwappableEmbedder()
+    passages = PassageVectors(embedder, batch=2)
+    embedder.models = ["fake/bag", "rotated"]  # two replicas, each answering one batch
+    got = await passages.get(["one", "two", "three"])
+    assert got.model == ("fake/bag", DIMS)
+    assert sorted(got.vectors) == ["one", "two"]
+    assert len(passages) == 2, "the odd one is not kept either"
+
+
+async def test_both_stages_survive_an_embedder_model_change() -> None:
     source = NumberedSource(
         1, chunk(1, "Each key may send sixty requests per minute to the API. Keys expire.")
     )
-    extractive = ExtractiveAnswerStage(embedder, passages=passages)
-    verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
     question = ExtractiveInput("how many requests may a key send", [source], "no LLM")
     claim = "Every key can make sixty calls a minute [1]."
-    await extractive.run(question)
-    before = await verifier.run(claim, lambda n: source)
 
-    embedder.width = DIMS + 8  # redeployed with a wider model; same texts, new vectors
-    text, report = await extractive.run(question)
-    assert "sixty requests per minute" in text
-    assert report.details["scoring"] == "embedder + word overlap"
-    after = await verifier.run(claim, lambda n: source)
-    assert after.citations[0].status is before.citations[0].status
-    assert after.citations[0].support == pytest.approx(before.citations[0].support)
+    async def run(embedder: SwappableEmbedder) -> tuple[str, float]:
+        passages = PassageVectors(embedder)
+        extractive = ExtractiveAnswerStage(embedder, passages=passages)
+        verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
+        text, report = await extractive.run(question)
+        assert report.details["scoring"] == "embedder + word overlap"
+        support = (await verifier.run(claim, lambda n: source)).citations[0].support
+        return text, support
+
+    for width, model in ((DIMS + 8, "fake/bag"), (DIMS, "rotated")):
+        embedder = SwappableEmbedder()
+        passages = PassageVectors(embedder)
+        extractive = ExtractiveAnswerStage(embedder, passages=passages)
+        verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
+        await extractive.run(question)  # the cache fills under the first model
+        await verifier.run(claim, lambda n: source)
+
+        embedder.width, embedder.model = width, model  # redeployed: same texts, new vectors
+        text, _ = await extractive.run(question)
+        support = (await verifier.run(claim, lambda n: source)).citations[0].support
+
+        new = SwappableEmbedder()
+        new.width, new.model = width, model
+        fresh_text, fresh_support = await run(new)  # a cache that only saw the new model
+        assert text == fresh_text, f"{model}/{width}"
+        assert support == pytest.approx(fresh_support), f"{model}/{width}"

@@ -70,6 +70,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
         return embedder_pb2.EmbedResponse(
             embeddings=embeddings,
             total_tokens=sum(result.tokens),
+            model_id=self._encoder.manifest.model_id,
             timing=common_pb2.Timing(
                 queue_ms=result.queue_ms,
                 inference_ms=result.inference_ms,

@@ -29,6 +29,9 @@ class TextEmbedding:
     tokens: int
     truncated: bool
     multi_vector: tuple[tuple[float, ...], ...] = field(default=())
+    # The model that made the vectors (EmbedResponse.model_id; "" from an embedder
+    # that does not say): vectors of different models are not comparable.
+    model: str = ""
 
 
 _OUTPUTS = {
@@ -87,6 +90,7 @@ class EmbedderClient:
                 tokens=e.tokens,
                 truncated=e.truncated,
                 multi_vector=tuple(tuple(v.values) for v in e.multi_vector),
+                model=reply.model_id,
             )
             for e in reply.embeddings
         ]

@@ -272,17 +272,10 @@ class CitationVerifier:
     async def _unit_vectors(
         self, claims: list[str], units: list[str]
     ) -> dict[str, Vector]:
-        """Vectors of the claims and the chunks' units; only the units are kept (claims
-        are new each time)."""
+        """Vectors of the claims and the chunks' units, all of one model; only the units
+        are kept (claims are new each time)."""
         assert self._passages is not None
-        texts = [*claims, *units]
-        vectors = await self._passages.get(texts, keep=units)
-        # claims are not kept: theirs come from the model serving now
-        kept = set(units)
-        fresh = next((vectors[c] for c in claims if c in vectors and c not in kept), None)
-        if fresh is None:
-            return vectors
-        return await self._passages.of_width(vectors, texts, len(fresh), keep=units)
+        return (await self._passages.get([*claims, *units], keep=units)).vectors
 
     def support(
         self, claim: str, cand: Candidate, vectors: dict[str, Vector]

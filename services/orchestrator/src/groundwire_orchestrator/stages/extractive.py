@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.domain import NumberedSource, StageReport
-from groundwire_orchestrator.stages.passages import PassageVectors
+from groundwire_orchestrator.stages.passages import PassageVectors, model_of
 from groundwire_orchestrator.stages.text import chunk_body, content_words, overlap, prose_sentences
 
 SEMANTIC_WEIGHT = 0.7
@@ -95,14 +95,14 @@ class ExtractiveAnswerStage:
         if self._embedder is None or self._passages is None:
             return None
         texts = [x.text for x in sentences]
-        q, vectors = await asyncio.gather(
+        q, got = await asyncio.gather(
             self._embedder.embed([query], query=True),
             self._passages.get(texts),  # chunk sentences: kept
         )
         qv = q[0].dense
         if qv is None:
             return None
-        vectors = await self._passages.of_width(vectors, texts, len(qv))
+        vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
         return [_cosine(qv, vectors[x.text]) if x.text in vectors else 0.0 for x in sentences]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:

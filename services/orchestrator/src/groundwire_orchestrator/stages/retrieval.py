@@ -7,10 +7,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groundwire_core.clients.embedder import EmbedderInfo
+from groundwire_core.clients.embedder import EmbedderInfo, TextEmbedding
+from groundwire_core.errors import InvalidInput
 from groundwire_orchestrator.clients.interfaces import Embedder, Retriever
 from groundwire_orchestrator.clients.retriever import HybridQuery
 from groundwire_orchestrator.domain import Candidate, FieldFilter, StageReport
+
+
+def _outputs(info: EmbedderInfo) -> tuple[str, ...]:
+    return ("dense", "sparse") if "sparse" in info.outputs else ("dense",)
 
 
 @dataclass(frozen=True)
@@ -43,20 +48,41 @@ class RetrievalStage:
         self._params = params
         self._info: EmbedderInfo | None = None
 
+    async def _embed(self, texts: list[str]) -> list[TextEmbedding]:
+        """The query vectors, with the learned sparse one when the model has it.
+
+        The embedder's Info (which outputs it has) is kept between requests and asked
+        again when the embedder may have been redeployed with another model, which can
+        add or drop the sparse output: a reply tagged with another model than the kept
+        Info names, or INVALID_ARGUMENT for asking an output it no longer has."""
+        info = self._info or await self._fetch_info()
+        try:
+            embedded = await self._embedder.embed(texts, query=True, outputs=_outputs(info))
+        except InvalidInput:
+            fresh = await self._fetch_info()
+            if _outputs(fresh) == _outputs(info):
+                raise
+            return await self._embedder.embed(texts, query=True, outputs=_outputs(fresh))
+        model = embedded[0].model if embedded else ""
+        if model and model != info.model_id:
+            fresh = await self._fetch_info()
+            if _outputs(fresh) != _outputs(info):
+                embedded = await self._embedder.embed(texts, query=True, outputs=_outputs(fresh))
+        return embedded
+
+    async def _fetch_info(self) -> EmbedderInfo:
+        self._info = await self._embedder.info()
+        return self._info
+
     async def run(self, inp: RetrievalInput) -> tuple[list[Candidate], StageReport]:
         """Fused candidates, best first. Raises NotFound, InvalidInput, Unavailable."""
         started = time.perf_counter()
-        if self._info is None:
-            self._info = await self._embedder.info()
-        sparse_wanted = "sparse" in self._info.outputs
         texts = (
             [inp.dense_query]
             if inp.dense_query == inp.lexical_query
             else [inp.dense_query, inp.lexical_query]
         )
-        embedded = await self._embedder.embed(
-            texts, query=True, outputs=("dense", "sparse") if sparse_wanted else ("dense",)
-        )
+        embedded = await self._embed(texts)
         embed_ms = (time.perf_counter() - started) * 1e3
         candidates, paths = await self._retriever.search(
             HybridQuery(
