@@ -58,3 +58,34 @@ async def test_no_usable_sentence_gives_no_answer() -> None:
         ExtractiveInput("q", [NumberedSource(1, chunk(1, "```\ncode only\n```"))], "no LLM")
     )
     assert text == "" and report.details["sentences"] == "0"
+
+
+async def test_nothing_is_quoted_when_even_the_best_sentence_is_a_weak_match() -> None:
+    question = ExtractiveInput("how tall is mount everest", SOURCES, "no LLM")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=0.2).run(question)
+    assert text == ""
+    assert report.details["sentences"] == "0"
+    assert float(report.details["best_score"]) < 0.2
+    assert "< min_score 0.2" in report.details["declined"]
+    # the floor is what declines: without it the same sentences are quoted
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=0.0).run(question)
+    assert text and "declined" not in report.details
+
+
+async def test_a_good_match_clears_the_floor_and_reports_its_scores() -> None:
+    question = ExtractiveInput("how many requests per minute may an API key send", SOURCES, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=0.2).run(question)
+    assert "sixty requests" in text
+    scores = [float(x) for x in report.details["scores"].split(", ")]
+    assert len(scores) == int(report.details["sentences"]) and max(scores) >= 0.2
+    assert max(scores) == float(report.details["best_score"])
+
+
+async def test_without_the_embedder_the_floor_does_not_apply() -> None:
+    # word-overlap scores are on another scale: the floor is for embedder scoring only
+    question = ExtractiveInput("spaghetti in salted water for dinner", SOURCES, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(down=True), min_score=0.99).run(
+        question
+    )
+    assert "Spaghetti cooks" in text
+    assert report.details["scoring"].startswith("word overlap")

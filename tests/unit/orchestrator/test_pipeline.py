@@ -23,7 +23,13 @@ from groundwire_orchestrator.domain import (
     Verification,
 )
 from groundwire_orchestrator.llm.base import ToolCall, ToolResult
-from groundwire_orchestrator.pipeline import AskInput, ChainConfig, Pipeline, SearchInput
+from groundwire_orchestrator.pipeline import (
+    NOTHING_FOUND,
+    AskInput,
+    ChainConfig,
+    Pipeline,
+    SearchInput,
+)
 from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import GroundedAnswerStage
 from groundwire_orchestrator.stages.citations import CitationVerifier
@@ -94,6 +100,7 @@ def make_chain(
     corpus: Sequence[Candidate] = CORPUS,
     threshold: float = 0.5,
     config: ChainConfig | None = None,
+    extractive_min_score: float = 0.0,
 ) -> Chain:
     embedder = FakeEmbedder()
     retriever = FakeRetriever(list(corpus))
@@ -112,7 +119,7 @@ def make_chain(
         screening=ScreeningStage(),
         listwise=ListwiseRerankStage(llm, top_k=10, timeout_s=1.0),
         answer=answer,
-        extractive=ExtractiveAnswerStage(embedder),
+        extractive=ExtractiveAnswerStage(embedder, min_score=extractive_min_score),
         verifier=CitationVerifier(embedder, threshold=threshold),
         reader=SourceReader(embedder, retriever, max_chunks=50),
         config=config or ChainConfig(answer_sources=5, max_agent_steps=3),
@@ -300,6 +307,21 @@ async def test_no_llm_gives_an_extractive_answer_whose_citations_all_verify() ->
     report = stages(events)
     assert report["answer"].fallback and "no LLM is configured" in report["answer"].reason
     assert report["analysis"].fallback
+
+
+async def test_no_llm_and_only_weak_matches_declines_instead_of_quoting_them() -> None:
+    chain = make_chain(None, extractive_min_score=0.3)  # the fake embedder's scale
+    events = await ask(chain, "send a birthday card")
+    assert of(events, RetrievalDone)[0].sources, "retrieval found something to quote"
+    done = events[-1]
+    assert done.mode == "declined" and done.answer == NOTHING_FOUND
+    [cited] = of(events, CitationsDone)
+    assert cited.citations == () and cited.sources == ()
+    answer = stages(events)["answer"]
+    assert "< min_score 0.3" in answer.details["declined"]
+    # the same question is quoted from without the floor
+    events = await ask(make_chain(None), "send a birthday card")
+    assert events[-1].mode == "extractive"
 
 
 async def test_flagged_passage_reaches_the_response_and_stays_data() -> None:

@@ -55,7 +55,7 @@ from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalSt
 from groundwire_orchestrator.stages.screening import ScreeningStage
 
 MAX_QUERY_CHARS = 4000
-NOTHING_FOUND = f"{DECLINE_PREFIX}: nothing in the collection matched the question."
+NOTHING_FOUND = f"{DECLINE_PREFIX}: nothing in the collection matched the question closely enough."
 
 
 @dataclass(frozen=True)

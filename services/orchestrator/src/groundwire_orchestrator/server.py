@@ -92,7 +92,9 @@ def build_pipeline(
             llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
         ),
         answer=answer,
-        extractive=ExtractiveAnswerStage(embedder, passages=passages),
+        extractive=ExtractiveAnswerStage(
+            embedder, min_score=s.extractive_min_score, passages=passages
+        ),
         verifier=CitationVerifier(
             embedder, threshold=s.citation_support_threshold, passages=passages
         ),

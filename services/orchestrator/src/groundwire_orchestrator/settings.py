@@ -112,6 +112,14 @@ class OrchestratorSettings(ServiceSettings):
     answer_timeout_s: float = Field(
         60.0, gt=0, description="Budget of one answer call to the LLM, streaming included."
     )
+    extractive_min_score: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Extractive answers: when the best sentence scores under this "
+        "(0.7 * embedder cosine + 0.3 * word overlap), the chain declines instead of "
+        "quoting weak matches; 0 = always answer. Model-dependent; 0.2 is for MiniLM.",
+    )
     citation_support_threshold: float = Field(
         0.45,
         ge=0,
