@@ -24,7 +24,7 @@ from groundwire_cli import demo as demo_cli
 from groundwire_cli import evaluate, golden
 from groundwire_cli.cluster import ClusterError, LocalCluster
 from groundwire_cli.ingest import find_documents, ingest_files
-from groundwire_core.errors import GroundwireError
+from groundwire_core.errors import GroundwireError, Unavailable
 
 DEFAULT_MODEL_DIR = Path("var/models/minilm")
 DEFAULT_DATA = Path("var/qdrant")
@@ -91,10 +91,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _ingest(addr: str, collection: str, files: list[Path], root: Path | None) -> int:
-    with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
-        totals = asyncio.run(
-            ingest_files(addr, collection, files, root=root, on_progress=lambda p: bar.update(1))
-        )
+    try:
+        with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
+            totals = asyncio.run(
+                ingest_files(
+                    addr, collection, files, root=root, on_progress=lambda p: bar.update(1)
+                )
+            )
+    except Unavailable as error:
+        if error.dependency != "retriever":
+            raise
+        raise Unavailable(
+            f"{error.message} ({addr}); if nothing runs there, start the services with "
+            "`groundwire up` or point --retriever at a running retriever",
+            dependency="retriever",
+        ) from None
     print(
         f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
         f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}"
