@@ -632,6 +632,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _unreachable(url: str) -> str | None:
+    """Why nothing answers HTTP at ``url`` (any status is an answer), or None."""
+    try:
+        httpx.get(f"{url}/v1/health", timeout=5.0)
+    except httpx.HTTPError as error:
+        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return None
+
+
 def _print_result(result: CaseResult) -> None:
     print(format_row(result), flush=True)
 
@@ -660,7 +669,18 @@ def run_command(args: argparse.Namespace) -> int:
         )
 
     if args.gateway:
-        report = run(args.gateway.rstrip("/"))
+        url = args.gateway.rstrip("/")
+        problem = _unreachable(url)
+        if problem:
+            # checked first: fourteen "connection refused" failures would overwrite the
+            # report a real run wrote
+            print(
+                f"error: no gateway answers at {url} ({problem}); start one with "
+                "`groundwire up`, or leave out --gateway to let the command start its own",
+                file=sys.stderr,
+            )
+            return 1
+        report = run(url)
     else:
         try:
             with tempfile.TemporaryDirectory(prefix="groundwire-eval-") as tmp, serving_corpus(

@@ -4,6 +4,7 @@ corpus (its source ids exist, and it has every kind of case the issue asks for).
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,26 @@ def test_the_command_exits_2_on_a_bad_golden_file(
     assert golden.run_command(args) == 2
     assert "no check" in capsys.readouterr().err
     assert not (tmp_path / "answers-bad.json").exists()
+
+
+def test_a_gateway_that_does_not_answer_stops_the_run_before_any_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on once the socket closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "answers.json"
+    parser = argparse.ArgumentParser()
+    golden.add_arguments(parser)
+    args = parser.parse_args(
+        ["--golden", "evals/golden/sample-corpus.yaml", "--gateway", f"http://127.0.0.1:{port}/"]
+    )
+    args.out = out
+    assert golden.run_command(args) == 1
+    captured = capsys.readouterr()
+    assert f"no gateway answers at http://127.0.0.1:{port} (ConnectError" in captured.err
+    assert "cases against" not in captured.out, "no case was asked"
+    assert not out.exists() and not out.with_suffix(".md").exists()
 
 
 # ----------------------------------------------------------------- the committed set
