@@ -89,3 +89,18 @@ async def test_without_the_embedder_the_floor_does_not_apply() -> None:
     )
     assert "Spaghetti cooks" in text
     assert report.details["scoring"].startswith("word overlap")
+
+
+async def test_a_weak_sentence_is_not_quoted_beside_a_good_one() -> None:
+    sources = [
+        NumberedSource(1, chunk(1, "Each key may send sixty requests per minute to the API.")),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+    question = ExtractiveInput("how many requests per minute may an API key send", sources, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder()).run(question)
+    assert "Spaghetti" in text, "without a floor a free slot takes whatever is left"
+    weak, strong = sorted(float(x) for x in report.details["scores"].split(", "))
+    floor = (weak + strong) / 2
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=floor).run(question)
+    assert text == "Each key may send sixty requests per minute to the API [1]."
+    assert report.details["scores"] == f"{strong:.3f}"

@@ -116,9 +116,9 @@ class OrchestratorSettings(ServiceSettings):
         0.2,
         ge=0,
         le=1,
-        description="Extractive answers: when the best sentence scores under this "
-        "(0.7 * embedder cosine + 0.3 * word overlap), the chain declines instead of "
-        "quoting weak matches; 0 = always answer. Model-dependent; 0.2 is for MiniLM.",
+        description="Extractive answers quote only sentences scoring at least this "
+        "(0.7 * embedder cosine + 0.3 * word overlap); with none, the chain declines "
+        "instead of quoting weak matches; 0 = off. Model-dependent; 0.2 is for MiniLM.",
     )
     citation_support_threshold: float = Field(
         0.45,

@@ -7,14 +7,14 @@ sentences) blended with the share of the query's content words they contain; wit
 the embedder down, the word share alone. Because every sentence is quoted from the
 chunk it cites, each citation verifies.
 
-When even the best sentence scores under ``min_score`` (embedder scoring only), the
-stage answers nothing and the chain declines: retrieval always returns *something*
-through BM25 for a question the collection has nothing on, and quoting its best
-sentences reads as an answer. With MiniLM on samples/corpus (2026-11-24, through the
-gateway), 20 questions about the documents had best scores 0.26-0.80, and 14 they
-have nothing on 0.10-0.47 (7 of them under 0.2): the default 0.2 declines half the
-off-topic questions and none of the others. The scale depends on the embedding model,
-like the citation threshold's.
+A sentence scoring under ``min_score`` (embedder scoring only) is never quoted; when
+even the best one does, the stage answers nothing and the chain declines: retrieval
+always returns *something* through BM25 for a question the collection has nothing on,
+and quoting its best sentences reads as an answer. With MiniLM on samples/corpus
+(2026-11-24, through the gateway), 20 questions about the documents had best scores
+0.26-0.80, and 14 they have nothing on 0.10-0.47 (7 of them under 0.2): the default
+0.2 declines half the off-topic questions and none of the others. The scale depends on
+the embedding model, like the citation threshold's.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ class ExtractiveAnswerStage:
         passages: PassageVectors | None = None,
     ) -> None:
         """``passages``: the chunk-text vectors shared with the citation check (one of
-        this stage's own when None). ``min_score``: the best sentence's score under
-        which nothing is answered (0 = always answer)."""
+        this stage's own when None). ``min_score``: the score a sentence needs to be
+        quoted; nothing is answered when no sentence has it (0 = always answer)."""
         self._embedder = embedder
         if passages is None and embedder is not None:
             passages = PassageVectors(embedder)
@@ -156,6 +156,8 @@ class ExtractiveAnswerStage:
             ms = (time.perf_counter() - started) * 1e3
             return "", StageReport("answer", ms, True, inp.reason, inp.dependency, details)
         ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
+        if semantic:  # nor is a weak sentence quoted beside a good one
+            ranked = [i for i in ranked if scores[i] >= self._min_score]
         chosen: list[int] = []
         per: dict[int, int] = {}
         for i in ranked:
