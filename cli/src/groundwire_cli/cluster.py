@@ -38,6 +38,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _taken(port: int) -> bool:
+    """Whether something listens on ``port`` (a closed socket's TIME_WAIT does not count,
+    as the services bind with SO_REUSEADDR too)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 @dataclass
 class Child:
     name: str
@@ -111,7 +123,14 @@ class LocalCluster:
         return child_environment(prefix, settings, self.extra_env)
 
     def start(self, names: tuple[str, ...] = SERVICES) -> None:
-        """Starts the children (without waiting for them)."""
+        """Starts the children (without waiting for them). Raises ClusterError, before
+        starting any, when one's port is taken."""
+        busy = [f"{name} {self.ports[name]}" for name in names if _taken(self.ports[name])]
+        if busy:
+            raise ClusterError(
+                f"ports in use: {', '.join(busy)}. Is Groundwire already running? Stop it, "
+                "or start this one on free ports (groundwire up --free-ports)"
+            )
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         for name in names:

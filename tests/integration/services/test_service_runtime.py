@@ -3,6 +3,10 @@ SERVING after warm-up, reflection lists the service, Info answers."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -171,3 +175,30 @@ async def test_tokenize_counts_without_truncation(cluster: dict[str, int]) -> No
         counts = await EmbedderClient(ch).count_tokens(["hello world", "word " * 400])
     assert counts[0] == 4  # [CLS] hello world [SEP]
     assert counts[1] == 402, "longer than max_tokens (256): counted, not truncated"
+
+
+def test_a_service_whose_port_is_taken_exits_with_one_clear_line() -> None:
+    """`python -m groundwire_reranker` on a port another process listens on: exit status
+    1 and one ERROR line naming the address, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            "GROUNDWIRE_RERANKER_HOST": "127.0.0.1",
+            "GROUNDWIRE_RERANKER_PORT": str(port),
+        }
+        env.pop("GROUNDWIRE_RERANKER_MODEL_DIR", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "groundwire_reranker"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    ours = [line for line in done.stderr.splitlines() if "groundwire.server" in line]
+    assert len(ours) == 1 and " ERROR " in ours[0], done.stderr
+    assert f"reranker cannot listen on 127.0.0.1:{port}" in ours[0]
+    assert "Traceback" not in done.stderr

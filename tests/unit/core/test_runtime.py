@@ -28,7 +28,7 @@ from groundwire_core.errors import (
     Unavailable,
 )
 from groundwire_core.grpc.client import check_health, create_channel, rpc_errors
-from groundwire_core.grpc.server import serving
+from groundwire_core.grpc.server import PortUnavailable, serving
 from groundwire_core.settings import ServiceSettings
 
 SERVICE_NAME = "groundwire.reranker.v1.RerankerService"
@@ -363,3 +363,16 @@ async def test_health_watch_sees_serving_then_not_serving_on_shutdown() -> None:
         health_pb2.HealthCheckResponse.NOT_SERVING,
     ], failures
     assert service.stopped
+
+
+async def test_a_taken_port_is_one_clear_error_and_nothing_starts() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        service = FakeService()
+        settings = ServiceSettings(host="127.0.0.1", port=port, shutdown_grace_s=0.5)
+        with pytest.raises(PortUnavailable, match=f"cannot listen on 127.0.0.1:{port}"):
+            async with serving(service, settings):
+                pass
+        assert not service.started

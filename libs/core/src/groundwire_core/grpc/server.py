@@ -85,6 +85,10 @@ def _traced(details: grpc.HandlerCallDetails) -> bool:
     return not method.startswith(_HEALTH_PREFIX)
 
 
+class PortUnavailable(OSError):
+    """The server's address could not be bound; the message says which and why."""
+
+
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
@@ -116,9 +120,16 @@ def create_server(service: GrpcService, settings: ServiceSettings) -> RunningSer
     reflection.enable_server_reflection(
         (*service.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    address = f"{settings.host}:{settings.port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpc's "Failed to bind to address": no errno to tell why
+        port = 0
     if port == 0:
-        raise OSError(f"could not bind {settings.host}:{settings.port}")
+        raise PortUnavailable(
+            f"{service.name} cannot listen on {address}: another process (another "
+            f"{service.name}?) has the port, or the address is not this machine's"
+        )
     return RunningServer(server, port, health_servicer)
 
 
@@ -226,6 +237,9 @@ def run(service: GrpcService, settings: ServiceSettings) -> None:
     provider = setup_telemetry(settings, service.name)
     try:
         asyncio.run(serve(service, settings))
+    except PortUnavailable as error:
+        log.error("%s", error)  # one line: a traceback adds nothing here
+        raise SystemExit(1) from None
     except Exception:
         log.exception("%s failed", service.name)
         raise SystemExit(1) from None
