@@ -202,3 +202,28 @@ def test_a_service_whose_port_is_taken_exits_with_one_clear_line() -> None:
     assert len(ours) == 1 and " ERROR " in ours[0], done.stderr
     assert f"reranker cannot listen on 127.0.0.1:{port}" in ours[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_service_that_cannot_warm_up_exits_with_one_clear_line(tmp_path: Path) -> None:
+    """A deliberate startup error (here: a model folder that is not a built model) is
+    one ERROR line with its advice, exit status 1, no traceback."""
+    env = {
+        **os.environ,
+        "GROUNDWIRE_EMBEDDER_HOST": "127.0.0.1",
+        "GROUNDWIRE_EMBEDDER_PORT": "0",
+        "GROUNDWIRE_EMBEDDER_MODEL_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "groundwire_embedder"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, done.stderr
+    expected = f"embedder cannot start: model directory {tmp_path} has no groundwire-model.json"
+    assert expected in errors[0]
+    assert "groundwire models build" in errors[0]
+    assert "Traceback" not in done.stderr

@@ -237,8 +237,14 @@ def run(service: GrpcService, settings: ServiceSettings) -> None:
     provider = setup_telemetry(settings, service.name)
     try:
         asyncio.run(serve(service, settings))
+    # The errors we raise on purpose say what is wrong and what to do (a taken port, a
+    # model folder that is not a built model, a data folder that cannot be created):
+    # one line each, a traceback would bury it. Anything else keeps its traceback.
     except PortUnavailable as error:
-        log.error("%s", error)  # one line: a traceback adds nothing here
+        log.error("%s", error)
+        raise SystemExit(1) from None
+    except GroundwireError as error:
+        log.error("%s cannot start: %s", service.name, error.message)
         raise SystemExit(1) from None
     except Exception:
         log.exception("%s failed", service.name)
