@@ -177,53 +177,37 @@ async def test_tokenize_counts_without_truncation(cluster: dict[str, int]) -> No
     assert counts[1] == 402, "longer than max_tokens (256): counted, not truncated"
 
 
-def test_a_service_whose_port_is_taken_exits_with_one_clear_line() -> None:
-    """`python -m groundwire_reranker` on a port another process listens on: exit status
-    1 and one ERROR line naming the address, not a traceback."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        env = {
-            **os.environ,
-            "GROUNDWIRE_RERANKER_HOST": "127.0.0.1",
-            "GROUNDWIRE_RERANKER_PORT": str(port),
-        }
-        env.pop("GROUNDWIRE_RERANKER_MODEL_DIR", None)
-        done = subprocess.run(
-            [sys.executable, "-m", "groundwire_reranker"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert done.returncode == 1
-    ours = [line for line in done.stderr.splitlines() if "groundwire.server" in line]
-    assert len(ours) == 1 and " ERROR " in ours[0], done.stderr
-    assert f"reranker cannot listen on 127.0.0.1:{port}" in ours[0]
-    assert "Traceback" not in done.stderr
-
-
-def test_a_service_that_cannot_warm_up_exits_with_one_clear_line(tmp_path: Path) -> None:
-    """A deliberate startup error (here: a model folder that is not a built model) is
-    one ERROR line with its advice, exit status 1, no traceback."""
-    env = {
-        **os.environ,
-        "GROUNDWIRE_EMBEDDER_HOST": "127.0.0.1",
-        "GROUNDWIRE_EMBEDDER_PORT": "0",
-        "GROUNDWIRE_EMBEDDER_MODEL_DIR": str(tmp_path),
-    }
+def _failed_start(name: str, **settings: str) -> str:
+    """Runs ``python -m groundwire_<name>`` with ``settings`` (its env prefix added),
+    expects exit status 1 with one ERROR line and no traceback, returns that line."""
+    prefix = f"GROUNDWIRE_{name.upper()}_"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
+    env.update({f"{prefix}{k}": v for k, v in {"HOST": "127.0.0.1", **settings}.items()})
     done = subprocess.run(
-        [sys.executable, "-m", "groundwire_embedder"],
+        [sys.executable, "-m", f"groundwire_{name}"],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1, done.stderr
-    expected = f"embedder cannot start: model directory {tmp_path} has no groundwire-model.json"
-    assert expected in errors[0]
-    assert "groundwire models build" in errors[0]
-    assert "Traceback" not in done.stderr
+    return errors[0]
+
+
+def test_a_service_whose_port_is_taken_exits_with_one_clear_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _failed_start("reranker", PORT=str(port))
+    assert f"reranker cannot listen on 127.0.0.1:{port}" in line
+
+
+def test_a_service_that_cannot_warm_up_exits_with_one_clear_line(tmp_path: Path) -> None:
+    # a deliberate startup error: a model folder that is not a built model
+    line = _failed_start("embedder", PORT="0", MODEL_DIR=str(tmp_path))
+    assert f"embedder cannot start: model directory {tmp_path} has no groundwire-model" in line
+    assert "groundwire models build" in line
