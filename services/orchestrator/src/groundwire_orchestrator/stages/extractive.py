@@ -150,14 +150,11 @@ class ExtractiveAnswerStage:
         ]
         best = max(scores)
         details["best_score"] = f"{best:.3f}"
-        if semantic and best < self._min_score:
-            details["sentences"] = "0"
-            details["declined"] = f"best sentence score {best:.3f} < min_score {self._min_score}"
-            ms = (time.perf_counter() - started) * 1e3
-            return "", StageReport("answer", ms, True, inp.reason, inp.dependency, details)
         ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
-        if semantic:  # nor is a weak sentence quoted beside a good one
+        if semantic:  # a weak sentence is never quoted; with none left, nothing is
             ranked = [i for i in ranked if scores[i] >= self._min_score]
+            if not ranked:
+                details["declined"] = f"best sentence score {best:.3f} < {self._min_score}"
         chosen: list[int] = []
         per: dict[int, int] = {}
         for i in ranked:
