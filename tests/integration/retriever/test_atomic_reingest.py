@@ -335,3 +335,23 @@ async def test_full_reindex_switches_at_once(embedder: str, tmp_path: Path) -> N
                 retriever_pb2.SearchRequest(collection=COLLECTION, text="zebra", drop_off=2.0)
             )
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_search_names_a_query_of_another_embedder_model(
+    embedder: str, tmp_path: Path
+) -> None:
+    """Over gRPC: SearchRequest.embedder_model is checked against the model the
+    collection was indexed with (MiniLM here), INVALID_ARGUMENT saying what to do."""
+    async with retriever(embedder, tmp_path / "data") as stub:
+        await ingest(stub, [document("doc", 1)])
+        request = retriever_pb2.SearchRequest(
+            collection=COLLECTION, text="zebra", paths=[retriever_pb2.SEARCH_PATH_BM25]
+        )
+        request.embedder_model = "sentence-transformers/all-MiniLM-L6-v2"
+        assert (await stub.Search(request)).hits
+        request.embedder_model = "BAAI/bge-m3"
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await stub.Search(request)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "indexed with sentence-transformers/all-MiniLM-L6-v2" in (error.value.details() or "")
+    assert "full_reindex" in (error.value.details() or "")

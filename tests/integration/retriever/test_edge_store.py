@@ -6,6 +6,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -416,6 +417,17 @@ def test_wrong_dims_and_bad_vectors_are_invalid_input(store: EdgeStore) -> None:
     with pytest.raises(InvalidInput, match="dimensions"):
         store.search("c", SearchQuery(dense=(1.0, 0.0)))
     assert store.describe("c").chunks == 0  # nothing half-written
+
+
+def test_a_query_from_another_embedder_model_is_invalid_input(store: EdgeStore) -> None:
+    store.create_collection(CollectionSpec(name="c", dense_dims=3, embedder_model="mini"))
+    store.upsert("c", [(make_chunk("s", 0, "text"), dense(1, 0, 0))])
+    query = SearchQuery(dense=(1.0, 0.0, 0.0), paths=frozenset({SearchPath.DENSE}))
+    with pytest.raises(InvalidInput, match="indexed with mini, but the query's vectors came"):
+        store.search("c", replace(query, embedder_model="other-model"))
+    # the same model, or a caller that does not say, searches as before
+    assert len(store.search("c", replace(query, embedder_model="mini")).hits) == 1
+    assert len(store.search("c", query).hits) == 1
 
 
 def test_unknown_collection_is_not_found(store: EdgeStore) -> None:

@@ -67,3 +67,10 @@ async def test_invalid_input_that_no_redeploy_explains_reaches_the_caller() -> N
     retrieval, _ = stage(Refusing())
     with pytest.raises(InvalidInput, match="the query is empty"):
         await retrieval.run(QUERY)
+
+
+async def test_the_search_names_the_model_that_made_the_query_vectors() -> None:
+    embedder = FakeEmbedder()
+    retrieval, retriever = stage(embedder)
+    await retrieval.run(QUERY)
+    assert retriever.queries[-1].embedder_model == "fake/bag"

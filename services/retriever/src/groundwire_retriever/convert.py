@@ -156,6 +156,7 @@ def query_from_proto(request: retriever_pb2.SearchRequest) -> SearchQuery:
         dense_floor=request.dense_floor if request.HasField("dense_floor") else 0.3,
         limit=request.limit or 50,
         drop_off=request.drop_off if request.HasField("drop_off") else None,
+        embedder_model=request.embedder_model,
     )
 
 

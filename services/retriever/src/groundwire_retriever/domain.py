@@ -123,6 +123,9 @@ class SearchQuery:
     drop_off: float | None = None
     """Dynamic top-k: after fusion, cut the list where a score falls below
     ``drop_off`` x the top score (0..1); None keeps all ``limit`` hits."""
+    embedder_model: str = ""
+    """The model that made ``dense`` and ``sparse``; "" = not checked against the
+    collection's."""
 
 
 @dataclass(frozen=True)

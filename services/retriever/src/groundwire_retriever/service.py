@@ -26,7 +26,7 @@ from groundwire_retriever.domain import (
 )
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
 from groundwire_retriever.store.base import VectorStore
-from groundwire_retriever.store.common import validate_collection_name
+from groundwire_retriever.store.common import check_model, validate_collection_name
 
 log = logging.getLogger("groundwire.retriever")
 
@@ -228,6 +228,8 @@ class RetrieverCore:
         if full_reindex:
             spec = await self._next_spec(spec)
             generation = await asyncio.to_thread(self._store.begin_reindex, spec)
+        else:  # refused up front rather than document by document
+            check_model(spec, (await self._embedder.info()).model_id, "the embedder's vectors")
         policy = await self._policy_for_model()
         outcomes: list[DocumentOutcome] = []
         written = 0
@@ -315,11 +317,14 @@ class RetrieverCore:
             raise
 
     async def _embed(self, texts: Sequence[str], spec: CollectionSpec) -> list[ChunkVectors]:
+        """Vectors for ``spec``'s collection; InvalidInput when the embedder now serves
+        another model than the collection was indexed with."""
         outputs = ("dense", "sparse") if spec.learned_sparse else ("dense",)
         vectors: list[ChunkVectors] = []
         for start in range(0, len(texts), self._embed_batch):
             batch = texts[start : start + self._embed_batch]
             for emb in await self._embedder.embed(batch, query=False, outputs=outputs):
+                check_model(spec, emb.model, "the embedder's vectors")
                 sparse = (
                     SparseVec(tuple(emb.sparse), tuple(emb.sparse.values()))
                     if emb.sparse is not None

@@ -41,6 +41,9 @@ class HybridQuery:
     dense_floor: float
     paths: tuple[str, ...] = ()
     """Paths to run ("dense", "sparse", "bm25"); empty runs every path with input."""
+    embedder_model: str = ""
+    """The model that made the vectors; the retriever refuses a collection indexed
+    with another ("" = not checked)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class RetrieverClient:
             dense_floor=query.dense_floor,
             fusion=retriever_pb2.FUSION_RRF,
             paths=[_PATHS[p] for p in query.paths],
+            embedder_model=query.embedder_model,
         )
         if query.dense is not None:
             request.dense.CopyFrom(common_pb2.DenseVector(values=query.dense))

@@ -90,6 +90,7 @@ class RetrievalStage:
                 text=inp.lexical_query,
                 dense=embedded[0].dense,
                 sparse=embedded[-1].sparse,
+                embedder_model=embedded[0].model,
                 filters=inp.filters,
                 limit=inp.limit,
                 path_limit=self._params.path_limit,

@@ -174,6 +174,20 @@ def validate_query(query: SearchQuery) -> None:
         raise InvalidInput(f"drop_off must be between 0 and 1, got {query.drop_off}")
 
 
+def check_model(spec: CollectionSpec, model: str, what: str) -> None:
+    """``InvalidInput`` when ``what`` (vectors) came from another embedder model than
+    the one the collection was indexed with: vectors of two models are not comparable,
+    and searching or storing them together gives wrong results, not an error. "" on
+    either side is not checked (collections from before models were recorded, callers
+    that do not say)."""
+    if model and spec.embedder_model and model != spec.embedder_model:
+        raise InvalidInput(
+            f"collection {spec.name!r} was indexed with {spec.embedder_model}, but {what} "
+            f"came from {model}: re-index the collection with the new model (ingest with "
+            f"full_reindex), or serve {spec.embedder_model} again"
+        )
+
+
 def canonical_id(chunk_id: str, where: str) -> str:
     try:
         return str(uuid.UUID(chunk_id))

@@ -74,6 +74,7 @@ from groundwire_retriever.store.common import (
     Bm25Settings,
     bm25_document_text,
     canonical_id,
+    check_model,
     chunk_from_payload,
     chunk_payload,
     cut_drop_off,
@@ -439,6 +440,7 @@ class VersionedStore:
         reports: list[PathReport] = []
         with self._reading(name) as view:
             gen = view.generation
+            check_model(gen.spec, query.embedder_model, "the query's vectors")
             where = Where(self._user_filter(gen.spec, query.filters), view.where.must_not)
             for path in PATH_ORDER:
                 if path not in query.paths:

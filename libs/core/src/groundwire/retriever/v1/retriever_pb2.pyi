@@ -265,7 +265,7 @@ class FieldFilter(_message.Message):
     def __init__(self, field: _Optional[str] = ..., any_of: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "text", "dense", "sparse", "paths", "path_limit", "fusion", "rrf_k", "weights", "filters", "dense_floor", "limit", "drop_off")
+    __slots__ = ("collection", "text", "dense", "sparse", "paths", "path_limit", "fusion", "rrf_k", "weights", "filters", "dense_floor", "limit", "drop_off", "embedder_model")
     class WeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,7 @@ class SearchRequest(_message.Message):
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DROP_OFF_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_MODEL_FIELD_NUMBER: _ClassVar[int]
     collection: str
     text: str
     dense: _common_pb2.DenseVector
@@ -299,7 +300,8 @@ class SearchRequest(_message.Message):
     dense_floor: float
     limit: int
     drop_off: float
-    def __init__(self, collection: _Optional[str] = ..., text: _Optional[str] = ..., dense: _Optional[_Union[_common_pb2.DenseVector, _Mapping]] = ..., sparse: _Optional[_Union[_common_pb2.SparseVector, _Mapping]] = ..., paths: _Optional[_Iterable[_Union[SearchPath, str]]] = ..., path_limit: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., dense_floor: _Optional[float] = ..., limit: _Optional[int] = ..., drop_off: _Optional[float] = ...) -> None: ...
+    embedder_model: str
+    def __init__(self, collection: _Optional[str] = ..., text: _Optional[str] = ..., dense: _Optional[_Union[_common_pb2.DenseVector, _Mapping]] = ..., sparse: _Optional[_Union[_common_pb2.SparseVector, _Mapping]] = ..., paths: _Optional[_Iterable[_Union[SearchPath, str]]] = ..., path_limit: _Optional[int] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rrf_k: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., dense_floor: _Optional[float] = ..., limit: _Optional[int] = ..., drop_off: _Optional[float] = ..., embedder_model: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("chunk", "score", "path_ranks", "path_scores")
