@@ -87,15 +87,30 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not files:
         print("no documents found", file=sys.stderr)
         return 1
-    return _ingest(args.retriever, args.collection, files, args.root)
+    return _ingest(
+        args.retriever, args.collection, files, args.root, full_reindex=args.full_reindex
+    )
 
 
-def _ingest(addr: str, collection: str, files: list[Path], root: Path | None) -> int:
+def _ingest(
+    addr: str,
+    collection: str,
+    files: list[Path],
+    root: Path | None,
+    *,
+    full_reindex: bool = False,
+) -> int:
+    what = "re-index" if full_reindex else "ingest"
     try:
-        with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
+        with tqdm(total=len(files), unit="doc", desc=f"{what} → {collection}") as bar:
             totals = asyncio.run(
                 ingest_files(
-                    addr, collection, files, root=root, on_progress=lambda p: bar.update(1)
+                    addr,
+                    collection,
+                    files,
+                    root=root,
+                    on_progress=lambda p: bar.update(1),
+                    full_reindex=full_reindex,
                 )
             )
     except Unavailable as error:
@@ -208,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--retriever", default="127.0.0.1:50053", help="retriever gRPC address")
     ingest.add_argument(
         "--root", type=Path, default=None, help="source ids are paths relative to this folder"
+    )
+    ingest.add_argument(
+        "--full-reindex",
+        action="store_true",
+        help="make these files the whole collection, re-embedded with the embedder's "
+        "current model (a new generation that replaces the old one when done; sources not "
+        "given disappear); one request, up to 60 MiB",
     )
     ingest.set_defaults(func=cmd_ingest)
 

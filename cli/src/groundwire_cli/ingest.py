@@ -7,11 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
 SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf")
 BATCH_FILES = 32
 BATCH_BYTES = 16 * 1024 * 1024  # well under the 64 MiB gRPC message limit
+FULL_REINDEX_BYTES = 60 * 1024 * 1024
+"""A full re-index is one request (the documents it lists become the collection), so
+it is bounded by the gRPC message limit (64 MiB) less room for the envelope."""
 
 
 @dataclass(frozen=True)
@@ -58,15 +62,31 @@ async def ingest_files(
     *,
     root: Path | None = None,
     on_progress: Callable[[retriever_pb2.IngestProgress], None] | None = None,
-    timeout_s: float = 600.0,
+    timeout_s: float | None = 600.0,
+    full_reindex: bool = False,
 ) -> IngestTotals:
-    """Ingests ``files`` into ``collection`` (created if missing), in batches."""
+    """Ingests ``files`` into ``collection`` (created if missing), in batches. With
+    ``full_reindex`` the files become the collection's new generation in one request
+    (sources not among them disappear; the old generation serves until it is done),
+    with no deadline. Raises InvalidInput when they are too large for one request."""
+    if full_reindex:
+        total = sum(f.stat().st_size for f in files)
+        if total > FULL_REINDEX_BYTES:
+            raise InvalidInput(
+                f"a full re-index is one request, and these files total "
+                f"{total / 2**20:.0f} MiB, over {FULL_REINDEX_BYTES // 2**20} MiB: ingest "
+                "them into a new collection instead (--collection NEW) and switch to it"
+            )
+        batches: Iterable[list[Path]] = [files]
+        timeout_s = None
+    else:
+        batches = _batches(files)
     ingested = unchanged = chunks = 0
     skipped: list[tuple[str, str]] = []
     channel = create_channel(retriever_addr)
     try:
         stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
-        for batch in _batches(files):
+        for batch in batches:
             docs = [
                 retriever_pb2.Document(
                     source_id=str(f.relative_to(root) if root else f),
@@ -76,7 +96,10 @@ async def ingest_files(
                 for f in batch
             ]
             request = retriever_pb2.IngestRequest(
-                collection=collection, documents=docs, create_collection=True
+                collection=collection,
+                documents=docs,
+                create_collection=True,
+                full_reindex=full_reindex,
             )
             with rpc_errors("retriever"):
                 async for event in stub.Ingest(request, timeout=timeout_s):

@@ -183,8 +183,9 @@ def check_model(spec: CollectionSpec, model: str, what: str) -> None:
     if model and spec.embedder_model and model != spec.embedder_model:
         raise InvalidInput(
             f"collection {spec.name!r} was indexed with {spec.embedder_model}, but {what} "
-            f"came from {model}: re-index the collection with the new model (ingest with "
-            f"full_reindex), or serve {spec.embedder_model} again"
+            f"came from {model}: re-index the collection with the new model (`groundwire "
+            f"ingest --full-reindex`, or full_reindex in the ingest API), or serve "
+            f"{spec.embedder_model} again"
         )
 
 
