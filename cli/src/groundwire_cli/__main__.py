@@ -11,19 +11,16 @@ groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from groundwire_cli import demo as demo_cli
 from groundwire_cli import evaluate, golden
 from groundwire_cli.cluster import ClusterError, LocalCluster
-from groundwire_cli.ingest import find_documents, ingest_files
+from groundwire_cli.ingest import find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
 DEFAULT_MODEL_DIR = Path("var/models/minilm")
@@ -100,19 +97,8 @@ def _ingest(
     *,
     full_reindex: bool = False,
 ) -> int:
-    what = "re-index" if full_reindex else "ingest"
     try:
-        with tqdm(total=len(files), unit="doc", desc=f"{what} → {collection}") as bar:
-            totals = asyncio.run(
-                ingest_files(
-                    addr,
-                    collection,
-                    files,
-                    root=root,
-                    on_progress=lambda p: bar.update(1),
-                    full_reindex=full_reindex,
-                )
-            )
+        ingest_with_progress(addr, collection, files, root=root, full_reindex=full_reindex)
     except Unavailable as error:
         if error.dependency != "retriever":
             raise
@@ -121,12 +107,6 @@ def _ingest(
             "`groundwire up` or point --retriever at a running retriever",
             dependency="retriever",
         ) from None
-    print(
-        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
-        f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}"
-    )
-    for source, reason in totals.skipped:
-        print(f"  skipped {source}: {reason}")
     return 0
 
 

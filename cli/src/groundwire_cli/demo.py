@@ -10,7 +10,6 @@ so every citation must verify: the command exits 1 when one does not.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tqdm import tqdm
 
 from groundwire_cli.chat import (
     SUPPORTED,
@@ -30,7 +28,7 @@ from groundwire_cli.chat import (
     ask,
 )
 from groundwire_cli.cluster import ClusterError, LocalCluster
-from groundwire_cli.ingest import IngestTotals, find_documents, ingest_files
+from groundwire_cli.ingest import IngestTotals, find_documents, ingest_with_progress
 
 DEFAULT_CORPUS = Path("samples/corpus")
 DEFAULT_QUESTIONS = Path("samples/questions.txt")
@@ -56,24 +54,7 @@ def ingest_corpus(retriever_addr: str, collection: str, corpus: Path) -> IngestT
     files = find_documents([corpus])
     if not files:
         raise FileNotFoundError(f"no documents under {corpus}")
-    with tqdm(total=len(files), unit="doc", desc=f"ingest → {collection}") as bar:
-        totals = asyncio.run(
-            ingest_files(
-                retriever_addr,
-                collection,
-                files,
-                root=corpus,
-                on_progress=lambda _: bar.update(1),
-            )
-        )
-    print(
-        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
-        f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}",
-        flush=True,
-    )
-    for source, reason in totals.skipped:
-        print(f"  skipped {source}: {reason}")
-    return totals
+    return ingest_with_progress(retriever_addr, collection, files, root=corpus)
 
 
 @contextmanager

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm import tqdm
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.errors import InvalidInput
@@ -118,3 +121,35 @@ async def ingest_files(
     finally:
         await channel.close()
     return IngestTotals(ingested, unchanged, skipped, chunks)
+
+
+def ingest_with_progress(
+    retriever_addr: str,
+    collection: str,
+    files: list[Path],
+    *,
+    root: Path | None = None,
+    full_reindex: bool = False,
+) -> IngestTotals:
+    """``ingest_files`` from synchronous code, with a progress bar on stderr and the
+    totals (and each skipped document's reason) printed."""
+    what = "re-index" if full_reindex else "ingest"
+    with tqdm(total=len(files), unit="doc", desc=f"{what} → {collection}") as bar:
+        totals = asyncio.run(
+            ingest_files(
+                retriever_addr,
+                collection,
+                files,
+                root=root,
+                on_progress=lambda _: bar.update(1),
+                full_reindex=full_reindex,
+            )
+        )
+    print(
+        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
+        f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}",
+        flush=True,
+    )
+    for source, reason in totals.skipped:
+        print(f"  skipped {source}: {reason}")
+    return totals
