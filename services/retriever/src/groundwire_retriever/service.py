@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
 
-from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
 from groundwire_core.errors import GroundwireError, InvalidInput, NotFound
 from groundwire_retriever.domain import (
     Chunk,
@@ -225,12 +225,13 @@ class RetrieverCore:
                 raise
             spec = await self.create_collection(name)
         generation: str | None = None
+        info = await self._embedder.info()  # the model as it is now, asked once
         if full_reindex:
-            spec = await self._next_spec(spec)
+            spec = _next_spec(spec, info)
             generation = await asyncio.to_thread(self._store.begin_reindex, spec)
         else:  # refused up front rather than document by document
-            check_model(spec, (await self._embedder.info()).model_id, "the embedder's vectors")
-        policy = await self._policy_for_model()
+            check_model(spec, info.model_id, "the embedder's vectors")
+        policy = self._policy_for_model(info)
         outcomes: list[DocumentOutcome] = []
         written = 0
         try:
@@ -254,21 +255,10 @@ class RetrieverCore:
         await self._wrote(name, written)
         yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
 
-    async def _next_spec(self, spec: CollectionSpec) -> CollectionSpec:
-        """The spec of a re-index: the embedder's model as it is now (it may have
-        changed since the collection was created), the collection's filter fields."""
-        info = await self._embedder.info()
-        return replace(
-            spec,
-            dense_dims=info.dense_dims,
-            learned_sparse="sparse" in info.outputs,
-            embedder_model=info.model_id,
-        )
-
-    async def _policy_for_model(self) -> ChunkingPolicy:
+    def _policy_for_model(self, info: EmbedderInfo) -> ChunkingPolicy:
         """The chunking policy capped at what the embedder reads: text past its
         max_tokens would be stored and shown but never embedded (MiniLM reads 256)."""
-        max_tokens = (await self._embedder.info()).max_tokens or self._policy.max_tokens
+        max_tokens = info.max_tokens or self._policy.max_tokens
         if max_tokens >= self._policy.max_tokens:
             return self._policy
         return replace(
@@ -323,8 +313,10 @@ class RetrieverCore:
         vectors: list[ChunkVectors] = []
         for start in range(0, len(texts), self._embed_batch):
             batch = texts[start : start + self._embed_batch]
-            for emb in await self._embedder.embed(batch, query=False, outputs=outputs):
-                check_model(spec, emb.model, "the embedder's vectors")
+            embedded = await self._embedder.embed(batch, query=False, outputs=outputs)
+            if embedded:  # one reply, one model
+                check_model(spec, embedded[0].model, "the embedder's vectors")
+            for emb in embedded:
                 sparse = (
                     SparseVec(tuple(emb.sparse), tuple(emb.sparse.values()))
                     if emb.sparse is not None
@@ -332,3 +324,14 @@ class RetrieverCore:
                 )
                 vectors.append(ChunkVectors(dense=emb.dense, sparse=sparse))
         return vectors
+
+
+def _next_spec(spec: CollectionSpec, info: EmbedderInfo) -> CollectionSpec:
+    """The spec of a re-index: the embedder's model as it is now (it may have changed
+    since the collection was created), the collection's filter fields."""
+    return replace(
+        spec,
+        dense_dims=info.dense_dims,
+        learned_sparse="sparse" in info.outputs,
+        embedder_model=info.model_id,
+    )
