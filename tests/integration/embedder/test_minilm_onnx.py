@@ -16,6 +16,7 @@ from groundwire_core.errors import AlreadyExists, InvalidInput, NotFound
 from groundwire_embedder.export import BuildReport, build_profile, staging_dir
 from groundwire_embedder.export.minilm import SAMPLE_SENTENCES
 from groundwire_embedder.models import MANIFEST_FILE, ModelManifest, OnnxEncoder
+from groundwire_embedder.models.onnx_backend import EncodedBatch
 
 LONG_TEXT = " ".join(SAMPLE_SENTENCES * 3)  # well over 256 word pieces
 
@@ -163,6 +164,27 @@ def test_steps_run_concurrently_on_threads(fp32_encoder: OnnxEncoder) -> None:
     for e, g, a in zip(expected, got, again, strict=True):
         np.testing.assert_allclose(g, e, atol=1e-6)
         np.testing.assert_allclose(a, e, atol=1e-6)
+
+
+def test_shared_lanes_give_the_vectors_of_the_alone_session(minilm_fp32: BuildReport) -> None:
+    """With two lanes the encoder runs on a second, one-thread session; concurrent runs
+    on it give what the all-threads session gives."""
+    encoder = OnnxEncoder(minilm_fp32.out_dir, intra_op_threads=2, lanes=2)
+    encoder.load()
+    texts = [f"{s} ({i})" for i, s in enumerate(SAMPLE_SENTENCES)]
+    chunks = [texts[i : i + 5] for i in range(0, len(texts), 5)]
+    batches = [encoder.tokenize(c) for c in chunks]
+    alone = [encoder.postprocess(b, encoder.infer(b)).dense for b in batches]
+
+    def on_a_lane(batch: EncodedBatch) -> np.ndarray:
+        return encoder.postprocess(batch, encoder.infer(batch, True)).dense
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        shared = list(pool.map(on_a_lane, batches))
+    assert encoder._shared is not None and encoder._shared is not encoder._session
+    assert encoder._shared.get_session_options().intra_op_num_threads == 1
+    for a, b in zip(alone, shared, strict=True):
+        np.testing.assert_allclose(b, a, atol=1e-5)
 
 
 # -- encoder lifecycle -------------------------------------------------------------------

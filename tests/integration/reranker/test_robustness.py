@@ -53,11 +53,11 @@ class GatedCrossEncoder:
     def token_counts(self, batch: Any) -> list[int]:
         return self.inner.token_counts(batch)
 
-    def infer(self, batch: Any) -> Any:
+    def infer(self, batch: Any, shared: bool = False) -> Any:
         self.entered.set()
         if not self.gate.wait(timeout=30):
             raise TimeoutError("the test never opened the gate")
-        return self.inner.infer(batch)
+        return self.inner.infer(batch, shared)
 
     def postprocess(self, batch: Any, raw: Any) -> Sequence[float]:
         return self.inner.postprocess(batch, raw)

@@ -33,7 +33,11 @@ class ScriptedBackend:
     inferred: list[list[str]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     threads: dict[str, set[str]] = field(default_factory=dict)
+    shared: list[bool] = field(default_factory=list)  # infer's flag, call by call
+    running: int = 0
+    most_running: int = 0  # the most infer calls that were in progress at once
     loaded: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.infer_gate.set()  # open unless a test closes it
@@ -51,6 +55,8 @@ class ScriptedBackend:
         self.inferred.clear()
         self.events.clear()
         self.threads.clear()
+        self.shared.clear()
+        self.most_running = 0
 
     def estimate_tokens(self, item: str) -> int:
         return len(item) * self.weight
@@ -66,15 +72,24 @@ class ScriptedBackend:
     def token_counts(self, batch: Tokenized) -> list[int]:
         return [len(i) for i in batch.items]
 
-    def infer(self, batch: Tokenized) -> list[str]:
+    def infer(self, batch: Tokenized, shared: bool = False) -> list[str]:
         self._seen("infer")
+        self.shared.append(shared)
         self.events.append(f"infer {','.join(batch.items)}")
-        self.infer_started.set()
-        assert self.infer_gate.wait(10)
-        if "boom" in batch.items:
-            raise RuntimeError("the model exploded")
-        self.inferred.append(batch.items)
-        return [i.upper() for i in batch.items]
+        with self._lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            self.infer_started.set()
+            assert self.infer_gate.wait(10)
+            if "boom" in batch.items:
+                raise RuntimeError("the model exploded")
+            time.sleep(0.01)  # long enough for the runs that can overlap to overlap
+            self.inferred.append(batch.items)
+            return [i.upper() for i in batch.items]
+        finally:
+            with self._lock:
+                self.running -= 1
 
     def postprocess(self, batch: Tokenized, raw: list[str]) -> list[str]:
         self._seen("postprocess")
@@ -87,6 +102,7 @@ def _engine(
     max_batch_tokens: int = 1000,
     max_batch_items: int = 64,
     max_queue: int = 16,
+    lanes: int = 1,
 ) -> BatchingEngine[str, str]:
     return BatchingEngine(
         backend,
@@ -95,13 +111,17 @@ def _engine(
         max_batch_items=max_batch_items,
         max_queue=max_queue,
         warm_up=["warm"],
+        lanes=lanes,
     )
 
 
 async def _started(backend: ScriptedBackend, **budgets: int) -> BatchingEngine[str, str]:
     eng = _engine(backend, **budgets)
     await eng.start()
-    assert backend.inferred == [["warm"]]  # the warm-up ran before start() returned
+    # the warm-up ran before start() returned, on every session the runs use
+    lanes = budgets.get("lanes", 1)
+    assert backend.inferred == [["warm"]] * (2 if lanes > 1 else 1)
+    assert backend.shared == ([False, True] if lanes > 1 else [False])
     backend.forget()
     return eng
 
@@ -305,6 +325,83 @@ async def test_full_queue_is_overloaded_at_once_and_recovers(backend: ScriptedBa
     finally:
         backend.infer_gate.set()
         await eng.stop()
+
+
+# -- lanes ----------------------------------------------------------------------------------
+
+
+async def test_with_lanes_waiting_batches_run_side_by_side_on_one_thread_each(
+    backend: ScriptedBackend,
+) -> None:
+    eng = await _started(backend, lanes=2, max_batch_items=1)
+    try:
+        backend.infer_gate.clear()
+        first = asyncio.create_task(eng.submit(["a"]))
+        await _until(backend.infer_started.is_set)  # nothing behind it: it ran alone
+        rest = [asyncio.create_task(eng.submit([item])) for item in ("b", "c", "d", "e")]
+        await _until(lambda: eng.queue_depth == 3)  # "b" is prepared, three wait
+        backend.infer_gate.set()
+        assert (await first).results == ["A!"]
+        assert [r.results for r in await asyncio.gather(*rest)] == [
+            ["B!"],
+            ["C!"],
+            ["D!"],
+            ["E!"],
+        ]
+        assert backend.shared[:3] == [False, True, True]  # "b" and "c" had work behind them
+        assert backend.most_running == 2  # side by side, never more than the lanes
+        assert len(backend.threads["infer"]) == 2
+    finally:
+        backend.infer_gate.set()
+        await eng.stop()
+
+
+async def test_with_lanes_a_request_alone_gets_every_core(backend: ScriptedBackend) -> None:
+    eng = await _started(backend, lanes=2)
+    try:
+        for item in ("a", "b", "c"):
+            assert (await eng.submit([item])).results == [item.upper() + "!"]
+        assert backend.shared == [False, False, False]
+        assert backend.most_running == 1
+    finally:
+        await eng.stop()
+
+
+async def test_with_lanes_a_lone_batch_spreads_its_buckets_over_them(
+    backend: ScriptedBackend,
+) -> None:
+    eng = await _started(backend, lanes=2, max_batch_tokens=8)
+    try:
+        result = await eng.submit(["aaaa", "bbbb", "cccc", "dddd", "eeee"])
+        assert result.results == ["AAAA!", "BBBB!", "CCCC!", "DDDD!", "EEEE!"]
+        assert sorted(map(sorted, backend.inferred)) == [
+            ["aaaa", "bbbb"],
+            ["cccc", "dddd"],
+            ["eeee"],
+        ]
+        assert backend.shared == [True, True, True]  # three buckets, one thread each
+        assert backend.most_running == 2
+    finally:
+        await eng.stop()
+
+
+async def test_one_lane_runs_one_batch_at_a_time_on_every_core(backend: ScriptedBackend) -> None:
+    eng = await _started(backend, max_batch_items=1)
+    try:
+        backend.infer_gate.clear()
+        waiting = [asyncio.create_task(eng.submit([item])) for item in ("a", "b", "c", "d")]
+        await _until(backend.infer_started.is_set)
+        backend.infer_gate.set()
+        await asyncio.gather(*waiting)
+        assert backend.shared == [False] * 4
+        assert backend.most_running == 1
+    finally:
+        await eng.stop()
+
+
+def test_lanes_must_be_positive(backend: ScriptedBackend) -> None:
+    with pytest.raises(ValueError, match="lanes"):
+        _engine(backend, lanes=0)
 
 
 # -- failures -------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ class FakeCrossEncoder:
     def token_counts(self, batch: list[Pair]) -> list[int]:
         return [len(q.split()) + len(p.split()) + 3 for q, p in batch]
 
-    def infer(self, batch: list[Pair]) -> list[float]:
+    def infer(self, batch: list[Pair], shared: bool = False) -> list[float]:
         self.entered.set()
         self.gate.wait(timeout=10)
         if self.fail_next:

@@ -11,6 +11,7 @@ this module, and they depend on them.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,57 @@ def session_options(
     options.add_session_config_entry("session.intra_op.allow_spinning", spin)
     options.add_session_config_entry("session.inter_op.allow_spinning", spin)
     return options
+
+
+def lane_count(setting: int, intra_op_threads: int = 0) -> int:
+    """How many model runs may go at once: ``setting``; with 0, one per thread of the
+    alone session (``intra_op_threads``, or with 0 one per core this process may use),
+    so that the lanes together use the threads one run alone would."""
+    if setting > 0:
+        return setting
+    if intra_op_threads > 0:
+        return intra_op_threads
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def open_sessions(
+    onnx_path: Path,
+    *,
+    intra_op_threads: int,
+    inter_op_threads: int,
+    allow_spinning: bool,
+    lanes: int,
+    profile: str,
+) -> tuple[ort.InferenceSession, ort.InferenceSession | None]:
+    """The *alone* session (``intra_op_threads``), for a run that has the cores to
+    itself, and with ``lanes`` > 1 a *shared* one with a single intra-op thread, for
+    runs that go side by side on one core each.
+
+    Why two: on 2 cores MiniLM ran 1.15-1.38x more texts/s as two concurrent one-thread
+    runs than as one two-thread run at a time (batches of 16 x 32 and 2 x 256 tokens;
+    one two-thread session called from two threads lost 0-22 %: its one pool is shared),
+    but a lone 16-token fp32 query took 5.2 ms on one thread against 3.1-4.0 on two. The
+    shared session costs a second copy of the weights in memory.
+    """
+    alone = open_session(
+        onnx_path,
+        session_options(
+            intra_op_threads=intra_op_threads,
+            inter_op_threads=inter_op_threads,
+            allow_spinning=allow_spinning,
+        ),
+        profile=profile,
+    )
+    if lanes <= 1:
+        return alone, None
+    # ORT runs a one-thread session on the calling thread, so concurrent run() calls on
+    # it never wait for each other: one session serves every lane
+    shared = open_session(
+        onnx_path,
+        session_options(intra_op_threads=1, inter_op_threads=1, allow_spinning=allow_spinning),
+        profile=profile,
+    )
+    return alone, shared
 
 
 def open_session(

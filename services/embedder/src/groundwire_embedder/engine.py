@@ -38,7 +38,7 @@ class Encoder(Protocol):
 
     def tokenize(self, texts: Sequence[str]) -> EncodedBatch: ...
 
-    def infer(self, batch: EncodedBatch) -> GraphOutputs: ...
+    def infer(self, batch: EncodedBatch, shared: bool = False) -> GraphOutputs: ...
 
     def postprocess(self, batch: EncodedBatch, raw: GraphOutputs) -> EncoderOutput: ...
 
@@ -74,8 +74,8 @@ class EncoderBackend:
     def token_counts(self, batch: EncodedBatch) -> list[int]:
         return list(batch.token_counts)
 
-    def infer(self, batch: EncodedBatch) -> GraphOutputs:
-        return self.encoder.infer(batch)
+    def infer(self, batch: EncodedBatch, shared: bool = False) -> GraphOutputs:
+        return self.encoder.infer(batch, shared)
 
     def postprocess(self, batch: EncodedBatch, raw: GraphOutputs) -> list[TextVectors]:
         out = self.encoder.postprocess(batch, raw)
@@ -90,7 +90,12 @@ class EncoderBackend:
 
 
 def build_engine(
-    encoder: Encoder, *, max_batch_tokens: int, max_batch_texts: int, max_queue: int
+    encoder: Encoder,
+    *,
+    max_batch_tokens: int,
+    max_batch_texts: int,
+    max_queue: int,
+    lanes: int = 1,
 ) -> BatchingEngine[str, TextVectors]:
     return BatchingEngine(
         EncoderBackend(encoder),
@@ -98,5 +103,6 @@ def build_engine(
         max_batch_tokens=max_batch_tokens,
         max_batch_items=max_batch_texts,
         max_queue=max_queue,
+        lanes=lanes,
         warm_up=["warm-up query", "a longer warm-up passage " * 8],
     )

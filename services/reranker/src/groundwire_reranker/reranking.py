@@ -40,7 +40,7 @@ class CrossEncoder(Protocol):
 
     def token_counts(self, batch: Any) -> list[int]: ...
 
-    def infer(self, batch: Any) -> Any: ...
+    def infer(self, batch: Any, shared: bool = False) -> Any: ...
 
     def postprocess(self, batch: Any, raw: Any) -> Sequence[float]: ...
 
@@ -85,6 +85,7 @@ class Reranker:
         max_batch_tokens: int,
         max_batch_passages: int,
         max_queue: int,
+        lanes: int = 1,
     ) -> None:
         self._model = model
         self._max_batch_passages = max_batch_passages
@@ -97,6 +98,7 @@ class Reranker:
                 max_batch_items=max_batch_passages,
                 max_queue=max_queue,
                 warm_up=WARM_UP,
+                lanes=lanes,
             )
 
     async def start(self) -> None:

@@ -15,6 +15,7 @@ import grpc
 
 from groundwire.common.v1 import common_pb2
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from groundwire_core.onnx_models import lane_count
 from groundwire_reranker.models.cross_encoder import OnnxCrossEncoder
 from groundwire_reranker.reranking import CrossEncoder, Reranker
 from groundwire_reranker.settings import RerankerSettings
@@ -29,15 +30,17 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
     )
 
     def __init__(self, settings: RerankerSettings, model: CrossEncoder | None = None) -> None:
+        lanes = lane_count(settings.model_lanes, settings.intra_op_threads)
         if model is None and settings.model_dir is not None:
             model = OnnxCrossEncoder(
-                settings.model_dir, intra_op_threads=settings.intra_op_threads
+                settings.model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
             )
         self._reranker = Reranker(
             model,
             max_batch_tokens=settings.max_batch_tokens,
             max_batch_passages=settings.max_batch_passages,
             max_queue=settings.max_queue,
+            lanes=lanes,
         )
 
     def register(self, server: grpc.aio.Server) -> None:

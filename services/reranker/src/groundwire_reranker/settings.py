@@ -25,6 +25,16 @@ class RerankerSettings(ServiceSettings):
     intra_op_threads: int = Field(
         0, ge=0, description="ONNX Runtime intra-op threads; 0 = all cores."
     )
+    model_lanes: int = Field(
+        0,
+        ge=0,
+        description="Model runs that may go side by side, each on one thread, while "
+        "requests wait behind them; a request with nothing behind it runs alone on "
+        "every intra-op thread. 0 = one per intra-op thread (INTRA_OP_THREADS, or one per "
+        "core); 1 = one run at a time. On 2 cores two "
+        "lanes got through 1.15-1.4x the texts of one run at a time (MiniLM); more than "
+        "one lane keeps a second copy of the weights in memory.",
+    )
     max_batch_tokens: int = Field(
         16384,
         ge=256,

@@ -37,8 +37,7 @@ from groundwire_core.errors import BackendFailure, InvalidInput
 from groundwire_core.onnx_models import (
     load_tokenizer,
     model_files,
-    open_session,
-    session_options,
+    open_sessions,
 )
 from groundwire_embedder.models.manifest import ModelManifest
 
@@ -84,7 +83,11 @@ class EncoderOutput:
 
 
 class OnnxEncoder:
-    """One exported encoder (a directory with a manifest), served by ONNX Runtime."""
+    """One exported encoder (a directory with a manifest), served by ONNX Runtime.
+
+    With ``lanes`` > 1 it also opens a one-thread session for runs that share the cores
+    with others (``infer(batch, shared=True)``; see ``onnx_models.open_sessions``).
+    """
 
     def __init__(
         self,
@@ -93,13 +96,16 @@ class OnnxEncoder:
         intra_op_threads: int = 0,
         inter_op_threads: int = 1,
         allow_spinning: bool = True,
+        lanes: int = 1,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         self.allow_spinning = allow_spinning
+        self.lanes = lanes
         self._manifest: ModelManifest | None = None
         self._session: ort.InferenceSession | None = None
+        self._shared: ort.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._counter: Tokenizer | None = None
         self._feed_names: tuple[str, ...] = ()
@@ -127,12 +133,14 @@ class OnnxEncoder:
                 profile=manifest.profile,
             )
 
-            options = session_options(
+            session, shared = open_sessions(
+                onnx_path,
                 intra_op_threads=self.intra_op_threads,
                 inter_op_threads=self.inter_op_threads,
                 allow_spinning=self.allow_spinning,
+                lanes=self.lanes,
+                profile=manifest.profile,
             )
-            session = open_session(onnx_path, options, profile=manifest.profile)
 
             graph_inputs = tuple(i.name for i in session.get_inputs())
             unknown = [n for n in graph_inputs if n not in manifest.input_names]
@@ -159,6 +167,7 @@ class OnnxEncoder:
             self._fetch_names = fetch
             self._ignored_ids = np.asarray(sorted(manifest.sparse_ignored_ids), dtype=np.int64)
             self._manifest = manifest
+            self._shared = shared
             self._session = session  # last: marks the encoder loaded
 
     @property
@@ -206,12 +215,15 @@ class OnnxEncoder:
         token_type_ids = np.zeros((len(items), length), dtype=np.int64)
         return EncodedBatch(input_ids, attention_mask, token_type_ids, counts)
 
-    def infer(self, batch: EncodedBatch) -> GraphOutputs:
-        """Core: run the graph; returns its outputs by name (float32).
+    def infer(self, batch: EncodedBatch, shared: bool = False) -> GraphOutputs:
+        """Core: run the graph; returns its outputs by name (float32). ``shared``: other
+        runs go at the same time, so run on one thread (the shared session, when open).
 
         Raises BackendFailure when ONNX Runtime fails on the batch.
         """
         session = self._require_session()
+        if shared and self._shared is not None:
+            session = self._shared
         n, length = batch.input_ids.shape
         if n == 0:
             return {}

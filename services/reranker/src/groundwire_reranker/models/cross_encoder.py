@@ -35,8 +35,7 @@ from groundwire_core.errors import BackendFailure, InvalidInput
 from groundwire_core.onnx_models import (
     load_tokenizer,
     model_files,
-    open_session,
-    session_options,
+    open_sessions,
 )
 from groundwire_reranker.models.manifest import CrossEncoderManifest
 
@@ -80,7 +79,9 @@ class OnnxCrossEncoder:
     """One exported cross-encoder (a directory with a manifest), served by ONNX Runtime.
 
     It is the reranker's ``groundwire_core.batching.Backend``: items are (query, passage)
-    pairs and results are scores in [0, 1].
+    pairs and results are scores in [0, 1]. With ``lanes`` > 1 it also opens a
+    one-thread session for runs that share the cores with others (``infer(batch,
+    shared=True)``; see ``onnx_models.open_sessions``).
     """
 
     def __init__(
@@ -90,13 +91,16 @@ class OnnxCrossEncoder:
         intra_op_threads: int = 0,
         inter_op_threads: int = 1,
         bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
+        lanes: int = 1,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         self.bucket_tokens = bucket_tokens
+        self.lanes = lanes
         self._manifest: CrossEncoderManifest | None = None
         self._session: ort.InferenceSession | None = None
+        self._shared: ort.InferenceSession | None = None
         self._pieces: Tokenizer | None = None  # one text, no special tokens
         self._pairs: Tokenizer | None = None  # joins two encodings, truncates the second
         self._feed_names: tuple[str, ...] = ()
@@ -120,7 +124,7 @@ class OnnxCrossEncoder:
                 manifest.tokenizer_file,
                 profile=manifest.profile,
             )
-            session = self._open_session(onnx_path, manifest)
+            session, shared = self._open_sessions(onnx_path, manifest)
             pieces = load_tokenizer(tokenizer_path)
             pieces.no_padding()
             pieces.enable_truncation(max_length=manifest.max_tokens)
@@ -132,15 +136,20 @@ class OnnxCrossEncoder:
             self._pairs = pairs
             self._feed_names = tuple(i.name for i in session.get_inputs())
             self._manifest = manifest
+            self._shared = shared
             self._session = session  # last: marks the model loaded
 
-    def _open_session(
+    def _open_sessions(
         self, onnx_path: Path, manifest: CrossEncoderManifest
-    ) -> ort.InferenceSession:
-        options = session_options(
-            intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads
+    ) -> tuple[ort.InferenceSession, ort.InferenceSession | None]:
+        session, shared = open_sessions(
+            onnx_path,
+            intra_op_threads=self.intra_op_threads,
+            inter_op_threads=self.inter_op_threads,
+            allow_spinning=True,
+            lanes=self.lanes,
+            profile=manifest.profile,
         )
-        session = open_session(onnx_path, options, profile=manifest.profile)
         graph_inputs = [i.name for i in session.get_inputs()]
         if sorted(graph_inputs) != sorted(manifest.input_names):
             raise InvalidInput(
@@ -158,7 +167,7 @@ class OnnxCrossEncoder:
             raise InvalidInput(
                 f"{onnx_path} produces {labels} logits per pair; a reranker needs exactly one"
             )
-        return session
+        return session, shared
 
     @property
     def loaded(self) -> bool:
@@ -245,12 +254,16 @@ class OnnxCrossEncoder:
     def token_counts(self, batch: PairBatch) -> list[int]:
         return list(batch.token_counts)
 
-    def infer(self, batch: PairBatch) -> np.ndarray:
+    def infer(self, batch: PairBatch, shared: bool = False) -> np.ndarray:
         """Core: run every bucket; returns the logits as float32 [n], in batch order.
+        ``shared``: other runs go at the same time, so run on one thread (the shared
+        session, when open).
 
         Raises BackendFailure when ONNX Runtime fails (without its internal detail).
         """
         session = self._require_session()
+        if shared and self._shared is not None:
+            session = self._shared
         logits = np.zeros(len(batch), dtype=np.float32)
         for bucket in batch.buckets:
             try:
@@ -323,5 +336,3 @@ def _encode(tokenizer: Tokenizer, texts: list[str]) -> list[Encoding]:
     except TypeError:
         clean = [t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for t in texts]
         return tokenizer.encode_batch(clean, add_special_tokens=False)
-
-
