@@ -761,6 +761,7 @@ def sweep(args: argparse.Namespace) -> int:
             args.answer_style == "quote",
         )
         env["GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL"] = fake.url
+        env.update(args.settings)
         cluster = LocalCluster.with_free_ports(run_dir, model_dir, run_dir / "qdrant", env)
         steps: list[dict[str, Any]] = []
         throughput: dict[str, Any] | None = None
@@ -928,6 +929,7 @@ def throughput_only(args: argparse.Namespace) -> int:
         if args.reranker == "tiny":
             print("building the tiny random cross-encoder (mechanics only)", flush=True)
             env["GROUNDWIRE_RERANKER_MODEL_DIR"] = str(build_tiny_reranker(run_dir))
+        env.update(args.settings)
         with LocalCluster.with_free_ports(run_dir, model_dir, run_dir / "qdrant", env) as cluster:
             cluster.start(names)
             cluster.wait_ready(timeout_s=180, names=names)
@@ -1118,7 +1120,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep logs and data here (default: a temporary folder)",
     )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a service setting for this run, e.g. GROUNDWIRE_EMBEDDER_MODEL_LANES=1 "
+        "(repeatable; recorded in the report). The cluster gives each service its own "
+        "settings, so a setting in this shell's environment does not reach it",
+    )
     args = parser.parse_args(argv)
+    overrides: dict[str, str] = {}
+    for setting in args.settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.startswith("GROUNDWIRE_"):
+            parser.error(f"--set {setting!r}: expected GROUNDWIRE_<SERVICE>_<NAME>=VALUE")
+        overrides[key] = value
+    args.settings = overrides
     if (
         args.search_weight < 0
         or args.chat_weight < 0

@@ -56,6 +56,8 @@ def test_a_bounded_load_run_has_no_failures_and_records_every_stage(
         "smoke",
         "--run-dir",
         str(tmp_path / "run"),
+        "--set",
+        "GROUNDWIRE_EMBEDDER_MODEL_LANES=1",
     ]
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=280, check=False, cwd=repo_root
@@ -94,5 +96,21 @@ def test_a_bounded_load_run_has_no_failures_and_records_every_stage(
     assert report["machine"]["cores"] >= 1 and report["machine"]["cpu_model"]
     assert report["config"]["corpus"]["documents"] == 6
     assert report["config"]["corpus"]["chunks"] > 0
+    assert report["config"]["environment_overrides"]["GROUNDWIRE_EMBEDDER_MODEL_LANES"] == "1"
     assert (out / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "per stage p50 / p95 ms" in done.stdout and "answer" in done.stdout
+
+
+def test_a_setting_that_is_not_one_of_ours_is_refused_before_anything_starts(
+    repo_root: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "benchmarks" / "load_report.py"), "--set", "LANES=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=repo_root,
+    )
+    assert done.returncode == 2
+    assert "expected GROUNDWIRE_<SERVICE>_<NAME>=VALUE" in done.stderr
