@@ -19,9 +19,8 @@ core thread with a one-thread model session (``Backend.infer(batch, shared=True)
 while more batches wait behind them. A batch with nothing behind it and no other run
 going gets every core: in one call on all threads (``shared=False``), or, when it is
 cut into several buckets (a request of many texts), in one-thread calls spread over
-the lanes. On 2 cores, two one-thread runs side by side got through 1.15-1.4x the
-texts of one two-thread run at a time, while a lone query is
-fastest on both threads (see ``onnx_models.open_sessions``).
+the lanes. A lone query is fastest on every thread; under load, runs side by side
+get through more (figures in ``onnx_models.open_sessions``).
 
 Batches of at most ``INLINE_TOKENS`` estimated tokens (a query or two) skip the pre/post
 thread: their pre and post steps cost less than the thread hops, so they run on the

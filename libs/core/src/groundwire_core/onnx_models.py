@@ -92,11 +92,13 @@ def open_sessions(
     itself, and with ``lanes`` > 1 a *shared* one with a single intra-op thread, for
     runs that go side by side on one core each.
 
-    Why two: on 2 cores MiniLM ran 1.15-1.38x more texts/s as two concurrent one-thread
-    runs than as one two-thread run at a time (batches of 16 x 32 and 2 x 256 tokens;
-    one two-thread session called from two threads lost 0-22 %: its one pool is shared),
-    but a lone 16-token fp32 query took 5.2 ms on one thread against 3.1-4.0 on two. The
-    shared session costs a second copy of the weights in memory.
+    Why two (benchmarks/embedder_lanes.py, MiniLM on 2 cores): two one-thread runs side
+    by side got through 1.05-1.18x the texts of one two-thread run at a time on the
+    bare session, while one two-thread session called from two threads lost 13-20 %
+    (its one thread pool is fought over); a lone 16-token fp32 query took 5.9 ms on one
+    thread against 3.9 on two. In the service, where tokenizing, pooling and gRPC also
+    need a core, the lanes took 32 clients from 180 to 214 texts/s (fp32, short texts)
+    and from 355 to 515 (int8). The shared session costs a second copy of the weights.
     """
     alone = open_session(
         onnx_path,
