@@ -4,6 +4,7 @@ the pre/core/post pipeline, overload, failures, cancellation and shutdown."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -397,6 +398,17 @@ async def test_one_lane_runs_one_batch_at_a_time_on_every_core(backend: Scripted
         assert backend.most_running == 1
     finally:
         await eng.stop()
+
+
+async def test_start_logs_how_the_model_runs(
+    backend: ScriptedBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="groundwire.batching")
+    for lanes, said in ((2, "2 lanes"), (1, "one run at a time")):
+        eng = await _started(backend, lanes=lanes)
+        await eng.stop()
+        backend.forget()
+        assert f"scripted model warmed up: {said}" in caplog.text
 
 
 def test_lanes_must_be_positive(backend: ScriptedBackend) -> None:

@@ -228,6 +228,13 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         ]
         QUEUE_DEPTH.labels(self._name).set_function(self._queue.qsize)  # read at scrape time
         self._ready = True
+        log.info(
+            "%s model warmed up: %s",
+            self._name,
+            f"{self._lanes} lanes (one thread each while requests wait)"
+            if self._lanes > 1
+            else "one run at a time",
+        )
 
     async def stop(self) -> None:
         """Stops the pipeline; requests still waiting fail with Unavailable."""
