@@ -7,10 +7,10 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from groundwire_core.settings import ServiceSettings
+from groundwire_core.settings import ModelServiceSettings
 
 
-class EmbedderSettings(ServiceSettings):
+class EmbedderSettings(ModelServiceSettings):
     model_config = SettingsConfigDict(
         frozen=True, extra="ignore", env_prefix="GROUNDWIRE_EMBEDDER_"
     )
@@ -21,20 +21,7 @@ class EmbedderSettings(ServiceSettings):
         description="Folder with model.onnx, tokenizer.json and groundwire-model.json "
         "(built by `groundwire models build PROFILE`).",
     )
-    intra_op_threads: int = Field(
-        0, ge=0, description="ONNX Runtime intra-op threads; 0 = all cores."
-    )
     inter_op_threads: int = Field(1, ge=1, description="ONNX Runtime inter-op threads.")
-    model_lanes: int = Field(
-        0,
-        ge=0,
-        description="Model runs that may go side by side, each on one thread, while "
-        "requests wait behind them; a request with nothing behind it runs alone on every "
-        "intra-op thread. 0 = one lane per intra-op thread (INTRA_OP_THREADS, or one per "
-        "core); 1 = one run at a time. More than 1 keeps a second copy of the weights. "
-        "On 2 cores the embedder at 32 clients went from 180 to 214 texts/s (MiniLM fp32) "
-        "and 355 to 515 (int8) with two lanes (benchmarks/embedder.md).",
-    )
     ort_allow_spinning: bool = Field(
         True,
         description="Let ONNX Runtime's idle threads spin between operators (its default): "
