@@ -11,9 +11,11 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -280,6 +282,24 @@ def test_lone_surrogates_in_process_are_replaced_not_fatal(
     model.load()
     dirty, clean = model.score([("q", "a\ud800b"), ("q", "a\ufffdb")])
     assert dirty == clean
+
+
+def test_shared_lanes_score_what_the_alone_session_scores(
+    exported: Callable[[Architecture, bool], BuildReport],
+) -> None:
+    """With two lanes the model runs on a second, one-thread session side by side; the
+    logits match the all-threads session's."""
+    model = OnnxCrossEncoder(exported("xlm-roberta", False).out_dir, intra_op_threads=2, lanes=2)
+    model.load()
+    pairs = [("what is hybrid search", f"passage {i} " + "dense and sparse " * i) for i in range(9)]
+    batch = model.tokenize(pairs)
+    alone = model.infer(batch)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        shared = list(pool.map(lambda _: model.infer(batch, True), range(2)))
+    assert model._shared is not None and model._shared is not model._session
+    assert model._shared.get_session_options().intra_op_num_threads == 1
+    for logits in shared:
+        np.testing.assert_allclose(logits, alone, atol=1e-5)
 
 
 def test_length_estimates_count_other_scripts_per_character(
