@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import onnxruntime as ort
@@ -10,7 +9,6 @@ import pytest
 
 from groundwire_core.errors import InvalidInput, NotFound
 from groundwire_core.onnx_models import (
-    lane_count,
     load_tokenizer,
     model_files,
     open_session,
@@ -33,14 +31,6 @@ def test_defaults_spin_and_let_onnx_runtime_pick_the_thread_count() -> None:
     assert options.intra_op_num_threads == 0
     assert options.inter_op_num_threads == 1
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
-
-
-def test_lanes_are_the_setting_else_one_per_thread_of_a_run_alone() -> None:
-    assert lane_count(3, intra_op_threads=2) == 3
-    assert lane_count(1) == 1
-    # 0: as many one-thread runs as the threads one run alone would use
-    assert lane_count(0, intra_op_threads=2) == 2
-    assert lane_count(0) == len(os.sched_getaffinity(0))
 
 
 def test_a_graph_that_does_not_load_names_the_rebuild_command(tmp_path: Path) -> None:

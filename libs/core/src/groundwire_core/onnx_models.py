@@ -11,7 +11,6 @@ this module, and they depend on them.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -66,17 +65,6 @@ def session_options(
     options.add_session_config_entry("session.intra_op.allow_spinning", spin)
     options.add_session_config_entry("session.inter_op.allow_spinning", spin)
     return options
-
-
-def lane_count(setting: int, intra_op_threads: int = 0) -> int:
-    """How many model runs may go at once: ``setting``; with 0, one per thread of the
-    alone session (``intra_op_threads``, or with 0 one per core this process may use),
-    so that the lanes together use the threads one run alone would."""
-    if setting > 0:
-        return setting
-    if intra_op_threads > 0:
-        return intra_op_threads
-    return max(1, len(os.sched_getaffinity(0)))
 
 
 def open_sessions(

@@ -7,6 +7,7 @@ Each service subclasses :class:`ServiceSettings` with its own prefix
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import Field
@@ -73,3 +74,14 @@ class ModelServiceSettings(ServiceSettings):
         "On 2 cores the embedder at 32 clients went from 180 to 214 texts/s (MiniLM fp32) "
         "and 355 to 515 (int8) with two lanes (benchmarks/embedder.md).",
     )
+
+    @property
+    def lanes(self) -> int:
+        """``model_lanes`` resolved: with 0, one lane per thread of the alone session
+        (``intra_op_threads``, or with 0 one per core this process may use), so that the
+        lanes together use the threads one run alone would."""
+        if self.model_lanes > 0:
+            return self.model_lanes
+        if self.intra_op_threads > 0:
+            return self.intra_op_threads
+        return max(1, len(os.sched_getaffinity(0)))

@@ -11,7 +11,6 @@ import grpc
 from groundwire.common.v1 import common_pb2
 from groundwire.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from groundwire_core.errors import InvalidInput, Unavailable
-from groundwire_core.onnx_models import lane_count
 from groundwire_embedder.engine import Encoder, TextVectors, build_engine
 from groundwire_embedder.models.onnx_backend import OnnxEncoder
 from groundwire_embedder.settings import EmbedderSettings
@@ -33,7 +32,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
     )
 
     def __init__(self, settings: EmbedderSettings, encoder: Encoder | None = None) -> None:
-        lanes = lane_count(settings.model_lanes, settings.intra_op_threads)
+        lanes = settings.lanes
         self._encoder = encoder or OnnxEncoder(
             settings.model_dir,
             intra_op_threads=settings.intra_op_threads,

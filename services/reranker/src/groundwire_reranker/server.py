@@ -15,7 +15,6 @@ import grpc
 
 from groundwire.common.v1 import common_pb2
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
-from groundwire_core.onnx_models import lane_count
 from groundwire_reranker.models.cross_encoder import OnnxCrossEncoder
 from groundwire_reranker.reranking import CrossEncoder, Reranker
 from groundwire_reranker.settings import RerankerSettings
@@ -30,7 +29,7 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
     )
 
     def __init__(self, settings: RerankerSettings, model: CrossEncoder | None = None) -> None:
-        lanes = lane_count(settings.model_lanes, settings.intra_op_threads)
+        lanes = settings.lanes
         if model is None and settings.model_dir is not None:
             model = OnnxCrossEncoder(
                 settings.model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
