@@ -46,6 +46,7 @@ from groundwire.common.v1 import common_pb2
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_cli.cluster import LocalCluster
+from groundwire_cli.progress import progress
 from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
@@ -521,7 +522,7 @@ async def _run_config(
     desc: str,
 ) -> ConfigRun:
     result = ConfigRun()
-    for query in tqdm(queries, desc=desc, unit="q", leave=False, file=sys.stderr):
+    for query in progress(queries, desc=desc, unit="q", leave=False):
         started = time.perf_counter()
         result.rankings[query.query_id] = await searcher.ranking(config, query)
         result.ms.append((time.perf_counter() - started) * 1e3)
@@ -671,14 +672,12 @@ async def _evaluate_async(
                 reranker_reason = "the reranker has no model loaded"
 
         started = time.perf_counter()
-        with tqdm(total=len(dataset.corpus), desc="ingest", unit="doc", file=sys.stderr) as bar:
+        with progress(total=len(dataset.corpus), desc="ingest", unit="doc") as bar:
             ingest = await _ingest(retriever, dataset.corpus, bar)
         timings["ingest"] = round(time.perf_counter() - started, 2)
 
         started = time.perf_counter()
-        with tqdm(
-            total=len(dataset.queries), desc="embed queries", unit="q", file=sys.stderr
-        ) as bar:
+        with progress(total=len(dataset.queries), desc="embed queries", unit="q") as bar:
             queries = await _embed_queries(embedder, dataset.queries, "sparse" in info.outputs, bar)
         timings["embed_queries"] = round(time.perf_counter() - started, 2)
 

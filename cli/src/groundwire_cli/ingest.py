@@ -7,9 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_cli.progress import progress
 from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
@@ -134,7 +133,7 @@ def ingest_with_progress(
     """``ingest_files`` from synchronous code, with a progress bar on stderr and the
     totals (and each skipped document's reason) printed."""
     what = "re-index" if full_reindex else "ingest"
-    with tqdm(total=len(files), unit="doc", desc=f"{what} → {collection}") as bar:
+    with progress(total=len(files), unit="doc", desc=f"{what} → {collection}") as bar:
         totals = asyncio.run(
             ingest_files(
                 retriever_addr,
