@@ -26,13 +26,11 @@ Writes ``benchmarks/results/embedder-ceiling-minilm.json``.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -42,7 +40,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from embedder_bench import RESULTS, BareOrt, sentence_transformer, texts_of_tokens
+from embedder_bench import RESULTS, BareOrt, sentence_transformer, texts_of_tokens, timed_loop
 from onnx import TensorProto, helper, numpy_helper
 
 from groundwire_core.onnx_models import session_options
@@ -51,15 +49,6 @@ from groundwire_embedder.models import ModelManifest
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS, PER_CALL = 256, 2
 MATMULS = ("MatMul", "FusedMatMul")
-
-
-def rate(fn: Callable[[], int], seconds: float) -> float:
-    """Units per second of ``fn`` (which returns the units it did) called for ``seconds``."""
-    fn()
-    done, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        done += fn()
-    return done / (time.perf_counter() - started)
 
 
 def shape_of(entry: dict[str, list[int]]) -> list[int]:
@@ -129,11 +118,17 @@ def one_matmul_gflops(a_shape: list[int], b_shape: list[int], seconds: float) ->
     feed = {"a": rng.standard_normal(a_shape).astype(np.float32)}
     flops = 2.0 * int(np.prod(out)) * a_shape[-1]
 
-    def call() -> int:
+    def call(_: int) -> int:
         session.run(None, feed)
         return 1
 
     return rate(call, seconds) * flops / 1e9
+
+
+def rate(fn: Callable[[int], int], seconds: float) -> float:
+    """Units a second of ``fn(i)`` (returns the units it did), the benchmark's loop."""
+    done, elapsed = timed_loop(fn, seconds)
+    return done / elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,11 +167,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch_model = None if args.no_torch else sentence_transformer("minilm", 0)
     rounds: list[dict[str, float]] = []
-    cursor = itertools.count()  # walks the calls round-robin
     for k in range(args.rounds):
 
-        def model_call() -> int:
-            bare.run(feeds[next(cursor) % len(feeds)])
+        def model_call(i: int) -> int:
+            bare.run(feeds[i % len(feeds)])
             return PER_CALL
 
         this = {
@@ -185,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if torch_model is not None:
 
-            def torch_call() -> int:  # the benchmark's client batches: 32 texts a call
-                start = 32 * (next(cursor) % (len(texts) // 32))
+            def torch_call(i: int) -> int:  # the benchmark's client batches: 32 texts a call
+                start = 32 * (i % (len(texts) // 32))
                 batch = texts[start : start + 32]
                 torch_model.encode(batch, batch_size=len(batch), normalize_embeddings=True)
                 return len(batch)
