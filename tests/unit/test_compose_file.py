@@ -6,12 +6,20 @@ uses the same file, with compose-spec's Apache-2.0 licence beside it), so the te
 no network. On top of the schema it checks the project's own rules: one env prefix per
 service, a health check on every gRPC service, start-up order by health, and that the
 compose file agrees with the service Dockerfiles it builds.
+
+Compose interpolates `${VAR}` from the shell and the `.env` file before anything else;
+the tests do the same with the documented `.env` (a copy of `.env.example`), with the
+interpolation rules of the Compose Specification implemented below (a small subset:
+the forms the file uses, and an error for any other).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,6 +30,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+MODELS_DOCKERFILE = ROOT / "deploy" / "models" / "Dockerfile"
 
 # Groundwire service -> its gRPC port (the gateway serves HTTP).
 GRPC_PORTS = {"embedder": 50051, "reranker": 50052, "retriever": 50053, "orchestrator": 50054}
@@ -40,9 +50,90 @@ def load_compose_schema() -> dict[str, Any]:
     return schema
 
 
+class MissingVariable(Exception):
+    """A `${VAR:?message}` (or `${VAR?message}`) whose variable is missing."""
+
+
+# `$$`, `${...}` or `$NAME` (Compose Specification, "Interpolation").
+_REFERENCE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))")
+_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.S)
+
+
+def interpolate(value: str, env: Mapping[str, str]) -> str:
+    """One string interpolated as Compose does; MissingVariable for a required one."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        if match["named"]:
+            return env.get(match["named"], "")
+        braced = _BRACED.fullmatch(match["braced"])
+        if braced is None:
+            raise ValueError(f"invalid interpolation {match.group(0)!r}")
+        name, op, arg = braced["name"], braced["op"], braced["arg"]
+        current = env.get(name)
+        if op is None:
+            return current or ""
+        missing = current is None or (op.startswith(":") and current == "")
+        if op.endswith("-"):
+            return arg if missing else str(current)
+        if op.endswith("?"):
+            if missing:
+                raise MissingVariable(f"required variable {name} is missing a value: {arg}")
+            return str(current)
+        return "" if missing else arg  # "+": the alternative when set
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def interpolated(node: Any, env: Mapping[str, str]) -> Any:
+    """The document with every string value interpolated (keys are left as they are)."""
+    if isinstance(node, dict):
+        return {key: interpolated(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [interpolated(value, env) for value in node]
+    if isinstance(node, str):
+        return interpolate(node, env)
+    return node
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of an env file; blank lines and `#` comments skipped."""
+    values: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not KEY=VALUE: {line!r}"
+        # Quotes would be part of the value for a shell but not for Compose: avoid both.
+        assert not value.startswith(("'", '"')), f"{path.name}: quoted value for {key}"
+        values[key.strip()] = value.strip()
+    return values
+
+
+def documented_names(path: Path) -> set[str]:
+    """Every variable .env.example names, set or commented out (`# NAME=`)."""
+    pattern = re.compile(r"^#?\s*(GROUNDWIRE_[A-Z0-9_]+)=", re.MULTILINE)
+    return set(pattern.findall(path.read_text(encoding="utf-8")))
+
+
 @pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
+def raw_compose() -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    return document
+
+
+@pytest.fixture(scope="module")
+def dotenv() -> dict[str, str]:
+    """The documented .env: `cp .env.example .env`, as the user does."""
+    return read_dotenv(ENV_EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def compose(raw_compose: dict[str, Any], dotenv: dict[str, str]) -> dict[str, Any]:
+    """The file as Compose sees it with the documented .env and nothing else set."""
+    document: dict[str, Any] = interpolated(raw_compose, dotenv)
     return document
 
 
@@ -161,15 +252,120 @@ def test_the_retriever_uses_the_qdrant_server(compose: dict[str, Any]) -> None:
 
 def test_models_are_mounted_read_only(compose: dict[str, Any]) -> None:
     for name in ("embedder", "reranker"):
-        assert "./var/models:/models:ro" in compose["services"][name]["volumes"], name
+        assert "models:/models:ro" in compose["services"][name]["volumes"], name
     embedder_env = compose["services"]["embedder"]["environment"]
     assert embedder_env["GROUNDWIRE_EMBEDDER_MODEL_DIR"] == "/models/minilm"
 
 
-def test_only_the_gateway_and_the_trace_viewer_are_published(compose: dict[str, Any]) -> None:
+def test_the_models_volume_is_filled_by_the_one_shot_models_service(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    models = services["models"]
+    assert (ROOT / models["build"]["context"]).resolve() == ROOT, "context must be the root"
+    assert dockerfile_of(models) == MODELS_DOCKERFILE
+    assert models["image"].startswith("groundwire/models:")
+    assert models["restart"] == "no", "a one-shot job: restarting it would loop"
+    assert models["volumes"] == ["models:/target"]
+    assert "models" in compose["volumes"]
+    # It replaces the volume's contents with the image's /models folders.
+    assert models["command"][-1].startswith("rm -rf /target/* && cp -r /models/. /target/")
+    built = set(models["build"]["args"]["PROFILES"].split())
+    for name in ("embedder", "reranker"):
+        depends_on = services[name]["depends_on"]
+        assert depends_on["models"] == {"condition": "service_completed_successfully"}, name
+    for name in ("embedder", "reranker"):
+        prefix = env_prefix(name)
+        model_dir = services[name]["environment"].get(f"{prefix}MODEL_DIR")
+        if model_dir is not None:
+            assert model_dir.startswith("/models/"), name
+            profile = model_dir.removeprefix("/models/")
+            assert profile in built, f"{name} serves {profile}; the models service builds {built}"
+
+
+def test_the_documented_env_sets_the_admin_key_the_gateway_accepts(
+    raw_compose: dict[str, Any], compose: dict[str, Any], dotenv: dict[str, str]
+) -> None:
+    from groundwire_gateway.settings import GatewaySettings, parse_tenant_keys
+
+    raw = raw_compose["services"]["gateway"]["environment"]["GROUNDWIRE_GATEWAY_ADMIN_API_KEYS"]
+    assert raw.startswith("${GROUNDWIRE_GATEWAY_ADMIN_API_KEYS:?"), "required, from .env"
+    value = compose["services"]["gateway"]["environment"]["GROUNDWIRE_GATEWAY_ADMIN_API_KEYS"]
+    assert value == dotenv["GROUNDWIRE_GATEWAY_ADMIN_API_KEYS"]
+    pairs = parse_tenant_keys(value)
+    assert pairs, "the example must switch the admin routes on"
+    settings = GatewaySettings(admin_api_keys=value)
+    assert settings.admin_api_keys.get_secret_value() == value
+    # A placeholder the user is told to change, not a key that looks real.
+    assert all("change-me" in key for _, key in pairs)
+    assert "CHANGE THIS VALUE" in ENV_EXAMPLE.read_text(encoding="utf-8")
+
+
+def test_without_a_dotenv_compose_stops_and_says_what_to_do(raw_compose: dict[str, Any]) -> None:
+    with pytest.raises(MissingVariable, match=r"copy \.env\.example to \.env"):
+        interpolated(raw_compose, {})
+
+
+def test_interpolation_follows_the_compose_rules() -> None:
+    env = {"SET": "v", "EMPTY": ""}
+    assert interpolate("$$HOME ${SET} $SET ${UNSET}", env) == "$HOME v v "
+    assert interpolate("${EMPTY:-d} ${EMPTY-d} ${UNSET-d}", env) == "d  d"
+    assert interpolate("${SET:+alt} ${EMPTY:+alt} ${EMPTY+alt}", env) == "alt  alt"
+    assert interpolate("${EMPTY?fine}", env) == ""
+    with pytest.raises(MissingVariable, match="EMPTY"):
+        interpolate("${EMPTY:?needed}", env)
+    with pytest.raises(ValueError, match="invalid"):
+        interpolate("${9LIVES}", env)
+
+
+def test_env_example_and_compose_name_the_same_variables(raw_compose: dict[str, Any]) -> None:
+    """What .env.example documents reaches a service, and what compose reads is documented."""
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    referenced = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text))
+    passed_through = {
+        key
+        for service in raw_compose["services"].values()
+        for key, value in (service.get("environment") or {}).items()
+        if value is None
+    }
+    assert referenced | passed_through, "nothing comes from .env"
+    assert documented_names(ENV_EXAMPLE) == referenced | passed_through
+    # A pass-through name reaches only the service whose prefix it carries.
+    for name, service in raw_compose["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            if value is None:
+                assert key.startswith(env_prefix(name)), (name, key)
+
+
+def test_dotenv_is_ignored_by_git_and_docker_but_the_example_is_not(repo_root: Path) -> None:
+    git = shutil.which("git")
+    assert git, "git is needed to ask what it ignores"
+
+    def ignored(path: str) -> bool:
+        # --no-index: the answer from the ignore rules alone, tracked or not.
+        run = subprocess.run(
+            [git, "check-ignore", "--no-index", "-q", path], cwd=repo_root, check=False
+        )
+        assert run.returncode in (0, 1), run
+        return run.returncode == 0
+
+    assert ignored(".env")
+    assert not ignored(".env.example")
+    dockerignore = (repo_root / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    assert ".env" in dockerignore
+
+
+def test_published_ports_are_the_gateway_the_trace_viewer_and_a_loopback_retriever(
+    compose: dict[str, Any],
+) -> None:
     published = {name for name, svc in compose["services"].items() if svc.get("ports")}
-    assert published == {"gateway", "jaeger"}
+    assert published == {"gateway", "jaeger", "retriever"}
     assert "8080:8080" in compose["services"]["gateway"]["ports"]
+    # The retriever has no authentication: this machine only, for
+    # `groundwire ingest --retriever 127.0.0.1:50053 PATH…`.
+    assert compose["services"]["retriever"]["ports"] == [
+        f"127.0.0.1:{GRPC_PORTS['retriever']}:{GRPC_PORTS['retriever']}"
+    ]
 
 
 @pytest.mark.parametrize("name", GROUNDWIRE_SERVICES)
