@@ -1,5 +1,6 @@
-"""HTML documents: converted to Markdown (BeautifulSoup + markdownify) so the chunker
-sees the page's headings, code blocks and tables; metadata from the head."""
+"""HTML documents: converted to Markdown (lxml + html-to-markdown) so the chunker
+sees the page's headings, code blocks and tables; metadata from the head. Pages in
+the shapes of documentation generators' output are in test_html_sites.py."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.grpc.client import create_channel
 from groundwire_retriever import convert
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy
+from groundwire_retriever.ingest.sandbox import ParseSandbox
 from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
 from groundwire_retriever.store import EdgeStore, QdrantServerStore, VectorStore
@@ -28,6 +29,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         self._settings = settings
         self._channel: grpc.aio.Channel | None = None
         self._core: RetrieverCore | None = None
+        self._sandbox: ParseSandbox | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(self, server)
@@ -35,6 +37,12 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def start(self) -> None:
         s = self._settings
         self._channel = create_channel(s.embedder_addr)
+        # Its worker processes start at the first ingest: serving searches costs nothing.
+        self._sandbox = ParseSandbox(
+            workers=s.parse_workers,
+            time_budget_s=s.parse_time_budget_s,
+            memory_budget_bytes=s.parse_memory_budget_mib << 20,
+        )
         self._core = RetrieverCore(
             self._store(),
             EmbedderClient(self._channel),
@@ -46,6 +54,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             ),
             embed_batch=s.embed_batch,
             optimize_after_chunks=s.optimize_after_chunks,
+            sandbox=self._sandbox,
         )
         await self._core.start()
 
@@ -56,11 +65,17 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         if s.qdrant_url:
             api_key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
             return QdrantServerStore(s.qdrant_url, api_key=api_key, timeout_s=s.qdrant_timeout_s)
-        return EdgeStore(s.data_path, search_threads=s.search_threads)
+        return EdgeStore(
+            s.data_path,
+            search_threads=s.search_threads,
+            min_free_bytes=s.min_free_disk_mib * 1024 * 1024,
+        )
 
     async def stop(self) -> None:
         if self._core is not None:
             await self._core.stop()
+        if self._sandbox is not None:
+            await self._sandbox.close()
         if self._channel is not None:
             await self._channel.close()
 
@@ -125,6 +140,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
                 report=retriever_pb2.IngestReport(
                     documents=[convert.outcome_to_proto(o) for o in outcomes],
                     ingested=sum(o.status == "ingested" for o in outcomes),
+                    updated=sum(o.status == "updated" for o in outcomes),
                     unchanged=sum(o.status == "unchanged" for o in outcomes),
                     skipped=sum(o.status == "skipped" for o in outcomes),
                     chunks_written=item.chunks_written,
@@ -152,6 +168,25 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     ) -> retriever_pb2.DeleteBySourceResponse:
         deleted = await self.core.delete_by_source(request.collection, request.source_id)
         return retriever_pb2.DeleteBySourceResponse(deleted=deleted)
+
+    async def ListSources(
+        self, request: retriever_pb2.ListSourcesRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.ListSourcesResponse:
+        page = await self.core.list_sources(
+            request.collection, page_token=request.page_token, limit=request.limit or 100
+        )
+        return convert.source_page_to_proto(page)
+
+    async def ReadSource(
+        self, request: retriever_pb2.ReadSourceRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.ReadSourceResponse:
+        found = await self.core.read_source(
+            request.collection,
+            request.source_id,
+            offset=request.offset,
+            limit=request.limit or 1000,
+        )
+        return convert.source_chunks_to_proto(found)
 
     async def Search(
         self, request: retriever_pb2.SearchRequest, context: grpc.aio.ServicerContext
@@ -189,4 +224,5 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             location=self.core.location,
             embedder=self._settings.embedder_addr,
             collections=len(specs),
+            storage_warning=self.core.storage_warning(),
         )

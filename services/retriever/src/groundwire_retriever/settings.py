@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
+from groundwire_retriever.store.disk import DEFAULT_MIN_FREE_MIB
 from groundwire_retriever.store.edge import DEFAULT_SEARCH_THREADS
 
 
@@ -19,6 +20,18 @@ class RetrieverSettings(ServiceSettings):
     port: int = Field(50053, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
     data_path: Path = Field(
         Path("var/qdrant"), description="Folder of the embedded Qdrant engine (qdrant-edge)."
+    )
+    min_free_disk_mib: int = Field(
+        DEFAULT_MIN_FREE_MIB,
+        ge=0,
+        description="Embedded engine: free space (MiB) every write leaves on the data disk, "
+        "on top of the write's own estimated size (each batch of an ingest is checked). "
+        "Below it writes (ingest, upsert, delete, create) fail with insufficient_storage "
+        "(gRPC RESOURCE_EXHAUSTED, HTTP 507) naming the data path, health reports LOW "
+        "DISK, and searches go on; writes resume once space is freed. The engine writes "
+        "through memory-mapped files and dies with SIGBUS on a full disk, so this is "
+        "never 0 in production; the default is two of its 32 MiB allocation units (WAL "
+        "segment, vector chunk, payload page).",
     )
     qdrant_url: str | None = Field(
         None,
@@ -55,4 +68,29 @@ class RetrieverSettings(ServiceSettings):
     )
     max_document_bytes: int = Field(
         20 * 1024 * 1024, ge=1, description="Larger documents are skipped with a reason."
+    )
+    parse_workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Worker processes that parse and chunk documents, each document "
+        "under the budgets below (ingest/sandbox.py); started at the first ingest, ~45 MB "
+        "resident each. More let concurrent ingest requests parse in parallel.",
+    )
+    parse_time_budget_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a worker may spend parsing and chunking one document "
+        "(waiting for the embedder's token counts is not counted); past it the worker is "
+        "killed and replaced and the document skipped with the reason. 9 MiB of plain "
+        "text (19k chunks) took ~3 s on a 2-core machine.",
+    )
+    parse_memory_budget_mib: int = Field(
+        1024,
+        ge=256,
+        description="Address space (RLIMIT_AS, MiB) of each parse worker, the interpreter "
+        "and parsers (~60 MiB) included; a document that needs more is skipped with the "
+        "reason. 9 MiB of plain text fit in 256 MiB; large HTML pages need the most "
+        "(the parsed tree).",
     )

@@ -42,11 +42,22 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# Every pattern here runs on untrusted text, so each is linear in its input: no
+# quantified group whose matches can overlap a neighbour's (the heading and table
+# rule patterns that were here took minutes on one line led by many spaces; their
+# grammar is now read with string methods below).
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_RULE_CELL = re.compile(r":?-+:?")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_BLANK_LINES = re.compile(r"\n\s*\n")
 _MAX_HEADING_CHARS = 200
+# The heading path line leads every chunk: were it near the token budget, each chunk
+# would hold one word after it (a long-titled 5 KB page took 87 s and GBs). Middle
+# headings are dropped until the line fits.
+_MAX_PATH_CHARS = 420
+# The same for the fence lines or table header an oversized block's pieces repeat: a
+# 32,000-backtick fence (too long to count) made every word a chunk of 64 KB.
+_MAX_WRAPPER_CHARS = 1_000
 _MAX_ATTEMPTS = 5
 # Longer texts are cut before they are counted: tokenizing one huge string is slow
 # (a minute for 20 MB with a fast tokenizer) and no chunk can hold it anyway.
@@ -82,6 +93,25 @@ class _Section:
     blocks: tuple[str, ...]
 
 
+def parse_heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading line's level and text (``## Setup ##`` -> ``(2, "Setup")``), or None.
+
+    What ``^(#{1,6})\\s+(.*?)\\s*#*\\s*$`` matched, read in linear time.
+    """
+    level = len(line) - len(line.lstrip("#"))
+    if not 1 <= level <= 6 or len(line) == level or not line[level].isspace():
+        return None
+    return level, line[level:].strip().rstrip("#").rstrip()
+
+
+def is_table_rule(line: str) -> bool:
+    """Whether ``line`` is a pipe table's delimiter row (``| --- | :-: |``)."""
+    cells = line.strip()
+    cells = cells[1:] if cells.startswith("|") else cells
+    cells = cells[:-1] if cells.endswith("|") else cells
+    return all(_RULE_CELL.fullmatch(cell.strip()) for cell in cells.split("|"))
+
+
 def _heading_name(text: str) -> str:
     if len(text) <= _MAX_HEADING_CHARS:
         return text
@@ -89,8 +119,9 @@ def _heading_name(text: str) -> str:
 
 
 def _sections(title: str, body: str, *, markdown: bool = True) -> Iterator[_Section]:
+    title = _heading_name(title)
     if not markdown:
-        blocks = tuple(b.strip("\n") for b in re.split(r"\n\s*\n", body) if b.strip())
+        blocks = tuple(b.strip("\n") for b in _BLANK_LINES.split(body) if b.strip())
         if blocks:
             yield _Section((title,), (0,), blocks) if title else _Section((), (), blocks)
         return
@@ -109,6 +140,8 @@ def _sections(title: str, body: str, *, markdown: bool = True) -> Iterator[_Sect
             entries = entries[1:]
         if title:
             entries.insert(0, (0, title))
+        while len(entries) > 2 and sum(len(name) + 3 for _, name in entries) > _MAX_PATH_CHARS:
+            del entries[1]
         return _Section(
             tuple(name for _, name in entries), tuple(lv for lv, _ in entries), tuple(blocks)
         )
@@ -136,13 +169,13 @@ def _sections(title: str, body: str, *, markdown: bool = True) -> Iterator[_Sect
             fence = fence_match.group(1)
             current.append(line)
             continue
-        heading = _HEADING.match(line)
+        heading = parse_heading(line)
         if heading:
             close_block()
             if blocks_:
                 yield section(blocks_)
             blocks_ = []
-            level = len(heading.group(1))
+            level, name = heading
             headings_seen += 1
             if headings_seen == 1 and level == 1:
                 leading_h1 = True
@@ -150,7 +183,7 @@ def _sections(title: str, body: str, *, markdown: bool = True) -> Iterator[_Sect
                 leading_h1 = False
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, _heading_name(heading.group(2))))
+            stack.append((level, _heading_name(name)))
             continue
         is_table_row = line.lstrip().startswith("|")
         if not line.strip():
@@ -240,12 +273,31 @@ def _start_cut(section: int, block: str, cost: int, budget: int) -> _Cut:
         closed = len(lines) > 1 and set(last) == {marker[0]} and len(last) >= len(marker)
         inner = lines[1:-1] if closed else lines[1:]
         # Each piece is fenced again, so every chunk holds well-formed code blocks.
-        return _Cut(section, lines[0], lines[-1] if closed else marker, _joined(inner, "\n"))
-    if len(lines) > 2 and all(ln.lstrip().startswith("|") for ln in lines):
-        if _TABLE_RULE.match(lines[1]):
+        opening, closing = lines[0], (lines[-1] if closed else marker)
+        if len(opening) + len(closing) > _MAX_WRAPPER_CHARS:
+            opening, closing = _short_fence(lines[0], marker, inner)
+        if len(opening) + len(closing) <= _MAX_WRAPPER_CHARS:
+            return _Cut(section, opening, closing, _joined(inner, "\n"))
+    elif len(lines) > 2 and all(ln.lstrip().startswith("|") for ln in lines):
+        header = "\n".join(lines[:2])
+        if len(header) <= _MAX_WRAPPER_CHARS and is_table_rule(lines[1]):
             # Each piece repeats the header row and rule, so it is still a table.
-            return _Cut(section, "\n".join(lines[:2]), "", _joined(lines[2:], "\n"))
+            return _Cut(section, header, "", _joined(lines[2:], "\n"))
     return _Cut(section, "", "", _finer(block, cost, budget) or [("", block)])
+
+
+def _short_fence(opening: str, marker: str, inner: Sequence[str]) -> tuple[str, str]:
+    """The shortest fence that still encloses ``inner`` (CommonMark: longer than any
+    run of its character inside), keeping the info string's first 100 characters."""
+    char = marker[0]
+    longest = 0
+    for line in inner:
+        stripped = line.strip()
+        if stripped and set(stripped) == {char}:
+            longest = max(longest, len(stripped))
+    fence = char * max(3, longest + 1)
+    info = opening.strip()[len(marker) :].strip()[:100]
+    return fence + info, fence
 
 
 def _joined(units: Sequence[str], sep: str) -> list[tuple[str, str]]:
@@ -564,6 +616,34 @@ def _planner(
     if lead and sections:
         sections[0] = replace(sections[0], blocks=(lead, *sections[0].blocks))
     return _Planner(sections, min_tokens, max_tokens, overlap_tokens, has_lead=bool(lead))
+
+
+ChunkPlan = Generator[list[str], list[int], list[TextChunk]]
+"""A chunking plan in progress: yields texts to count, is sent their counts, and
+returns the chunks (``StopIteration.value``)."""
+
+
+def plan_chunks(
+    title: str,
+    body: str,
+    *,
+    summary: str = "",
+    markdown: bool = True,
+    min_tokens: int = 0,
+    max_tokens: int = 800,
+    overlap_tokens: int = 50,
+) -> ChunkPlan:
+    """The planning generator behind ``chunk_document``, for a caller that counts
+    tokens elsewhere (the parse sandbox's worker asks its parent)."""
+    return _planner(
+        title,
+        body,
+        summary=summary,
+        markdown=markdown,
+        min_tokens=min_tokens,
+        max_tokens=max_tokens,
+        overlap_tokens=overlap_tokens,
+    ).plan()
 
 
 def chunk_document(

@@ -1,23 +1,31 @@
 """Turn raw documents into a title, metadata and Markdown-like text.
 
 Markdown passes through with its front matter (PyYAML) split off; plain text is
-kept as paragraphs; HTML becomes Markdown (``html_parser``: BeautifulSoup and
-markdownify); PDF becomes one paragraph per page (``pdf_parser``: pypdf). A
-document that cannot be read raises InvalidInput with the reason the ingest report
-shows; the rest of a batch goes in.
+kept as paragraphs; HTML becomes Markdown (``html_parser``: lxml picks the
+page's main content, html-to-markdown converts it); PDF becomes one paragraph per
+page (``pdf_parser``: pypdf). A document that cannot be read raises InvalidInput
+with the reason the ingest report shows; the rest of a batch goes in.
+
+Everything here reads untrusted bytes: no pattern that backtracks, front matter
+bounded in size and depth with YAML anchors refused, and titles capped. The service
+also runs all of it in a worker process under a time and memory budget
+(``sandbox``), for what a third-party parser may still do.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import yaml
 
 from groundwire_core.errors import InvalidInput
+from groundwire_retriever.ingest.chunker import parse_heading
 from groundwire_retriever.ingest.html_parser import decode_html, parse_html
 from groundwire_retriever.ingest.pdf_parser import parse_pdf
+
+log = logging.getLogger("groundwire.retriever")
 
 FORMATS = ("markdown", "text", "html", "pdf")
 _SUFFIXES = {
@@ -29,7 +37,14 @@ _SUFFIXES = {
     ".htm": "html",
     ".pdf": "pdf",
 }
-_FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
+# Front matter is read line by line, not with a pattern: ``\A---\s*\n(.*?)\n---``
+# took 11 s on 40 KB of newlines after the opening line. Its size and nesting are
+# bounded and YAML anchors are refused, so loading it and turning its values into
+# text stays proportional to its few kilobytes (a 531-byte alias bomb expanded to
+# 540 MiB before).
+MAX_FRONT_MATTER_CHARS = 64 * 1024
+MAX_FRONT_MATTER_DEPTH = 16
+MAX_TITLE_CHARS = 200
 # C0 controls other than tab, newline, vertical tab, form feed, carriage return, escape.
 _CONTROL_BYTES = bytes(sorted(set(range(0x20)) - {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1B}))
 _SNIFF_BYTES = 64 * 1024
@@ -74,16 +89,26 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
     if fmt == "pdf":
         pdf = parse_pdf(content)
         return ParsedDocument(
-            title=(title or pdf.title or stem).strip(),
+            title=_title(title or pdf.title or stem),
             body=pdf.text,
             summary=pdf.summary,
             markdown=False,
         )
     _refuse_binary(content)
     if fmt == "html":
-        page = parse_html(decode_html(content))
+        try:
+            page = parse_html(decode_html(content))
+        except InvalidInput:
+            raise
+        except RecursionError:  # tree walkers recurse per nesting level
+            raise InvalidInput("the HTML nests too deeply to parse (RecursionError)") from None
+        except Exception as error:
+            # A parser bug on odd input (lxml refuses control characters in text it is
+            # given, for one) fails this document only, with the trace in the log.
+            log.warning("the HTML parser failed on %s", filename or "a document", exc_info=True)
+            raise InvalidInput(f"the HTML could not be parsed ({type(error).__name__})") from None
         return ParsedDocument(
-            title=(title or page.title or stem).strip(),
+            title=_title(title or page.title or stem),
             body=page.markdown,
             summary=page.summary,
             url=page.url,
@@ -96,28 +121,32 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
     if fmt == "text":
         if not text.strip():
             raise InvalidInput("the document has no text")
-        return ParsedDocument(title=(title or stem).strip(), body=text, markdown=False)
+        return ParsedDocument(title=_title(title or stem), body=text, markdown=False)
     meta: dict[str, str] = {}
-    match = _FRONT_MATTER.match(text)
-    if match:
-        try:
-            loaded = yaml.safe_load(match.group(1))
-        except yaml.YAMLError:
-            raise InvalidInput("the front matter is not valid YAML") from None
-        if isinstance(loaded, dict):
-            meta = {str(k): str(v) for k, v in loaded.items() if v is not None}
-        text = text[match.end() :]
+    split = _split_front_matter(text)
+    if split is not None:
+        raw, text = split
+        meta = _front_matter(raw)
     if not text.strip():
         raise InvalidInput("the document has no text")
     doc_title = title or meta.get("title") or _first_heading(text) or stem
     return ParsedDocument(
-        title=doc_title.strip(),
+        title=_title(doc_title),
         body=text,
         front_matter=meta,
         summary=meta.get("summary") or meta.get("description", ""),
         url=meta.get("url", ""),
         doc_type=meta.get("type", ""),
     )
+
+
+def _title(text: str) -> str:
+    """The title, at most MAX_TITLE_CHARS: it is stored with every chunk and leads
+    every chunk's heading path, so a first heading a megabyte long must not be."""
+    text = text.strip()
+    if len(text) <= MAX_TITLE_CHARS:
+        return text
+    return text[: MAX_TITLE_CHARS - 1].rstrip() + "…"
 
 
 def _refuse_binary(content: bytes) -> None:
@@ -132,6 +161,65 @@ def _refuse_binary(content: bytes) -> None:
         )
 
 
+def _split_front_matter(text: str) -> tuple[str, str] | None:
+    """The front matter (between a first line ``---`` and the next ``---`` line) and
+    the rest; None when the first line is not ``---``. Raises InvalidInput when no
+    closing line comes within MAX_FRONT_MATTER_CHARS."""
+    first_end = text.find("\n")
+    if first_end < 0 or text[:first_end].rstrip() != "---":
+        return None
+    start = pos = first_end + 1
+    while pos - start <= MAX_FRONT_MATTER_CHARS:
+        end = text.find("\n", pos)
+        line = text[pos:] if end < 0 else text[pos:end]
+        if line.rstrip() == "---":
+            return text[start:pos], ("" if end < 0 else text[end + 1 :])
+        if end < 0:
+            break
+        pos = end + 1
+    raise InvalidInput(
+        f"the front matter (opened by '---' on the first line) is not closed by a '---' "
+        f"line within {MAX_FRONT_MATTER_CHARS // 1024} KiB"
+    )
+
+
+def _front_matter(raw: str) -> dict[str, str]:
+    """The front matter's top-level keys as text; {} when it is not a mapping.
+
+    Raises InvalidInput for invalid YAML, anchors or aliases (an alias bomb expands a
+    few hundred bytes to gigabytes), or nesting deeper than MAX_FRONT_MATTER_DEPTH.
+    """
+    try:
+        depth = 0
+        # The event stream is flat (no recursion, no expansion): check it before
+        # anything builds objects from it.
+        for event in yaml.parse(raw, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise InvalidInput("the front matter uses YAML anchors or aliases (&, *)")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_FRONT_MATTER_DEPTH:
+                    raise InvalidInput(
+                        f"the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        loaded = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise InvalidInput("the front matter is not valid YAML") from None
+    except ValueError as error:  # e.g. an integer past Python's 4300-digit limit
+        raise InvalidInput(f"the front matter is not valid YAML ({error})") from None
+    if not isinstance(loaded, dict):
+        return {}
+    # Bounded above: no aliases, at most MAX_FRONT_MATTER_CHARS of source.
+    return {str(k): str(v) for k, v in loaded.items() if v is not None}
+
+
 def _first_heading(text: str) -> str:
-    match = re.search(r"^#\s+(.+)$", text, re.MULTILINE)
-    return match.group(1) if match else ""
+    """The first level-1 ATX heading's text."""
+    for line in text.split("\n"):
+        if line.startswith("# ") or line.startswith("#\t"):
+            heading = parse_heading(line)
+            if heading is not None and heading[1]:
+                return heading[1]
+    return ""

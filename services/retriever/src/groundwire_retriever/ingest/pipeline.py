@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from groundwire_core.errors import InvalidInput
+from groundwire_core.urls import is_web_url
 from groundwire_retriever.domain import Chunk
 from groundwire_retriever.ingest.chunker import (
     BatchTokenCounter,
@@ -21,7 +22,8 @@ from groundwire_retriever.ingest.chunker import (
     chunk_document,
     chunk_document_counted,
 )
-from groundwire_retriever.ingest.parsers import guess_format, parse
+from groundwire_retriever.ingest.parsers import ParsedDocument, guess_format, parse
+from groundwire_retriever.ingest.sandbox import ParseSandbox
 
 _CHUNK_NAMESPACE = uuid.UUID("6f1c2b0e-8a1d-4e55-9a51-5b7d1f0a9c11")
 # One Tokenize call stays well under the embedder's max_batch_texts (default 256)
@@ -70,29 +72,26 @@ def _in_batches(count_tokens: BatchTokenCounter) -> BatchTokenCounter:
     return counted
 
 
-async def prepare_chunks(
+async def _prepare_here(
     doc: DocumentInput,
+    fmt: str,
+    filename: str,
     policy: ChunkingPolicy,
-    *,
-    count_tokens: BatchTokenCounter | None = None,
-) -> list[Chunk]:
-    """The chunks of ``doc``; raises InvalidInput with a reason for the ingest report.
-
-    ``count_tokens`` sizes chunks in the embedding model's tokens (e.g.
-    ``EmbedderClient.count_tokens``; its errors propagate); without it a word-based
-    estimate is used.
-    """
-    if not doc.source_id.strip():
-        raise InvalidInput("source_id must not be empty")
-    if len(doc.content) > policy.max_document_bytes:
-        raise InvalidInput(
-            f"the document is {len(doc.content)} bytes; the limit is {policy.max_document_bytes}"
+    count_tokens: BatchTokenCounter | None,
+) -> tuple[ParsedDocument, list[TextChunk]]:
+    """Parses and chunks in this process's worker threads (no budget: see ParseSandbox).
+    Raises InvalidInput for a refused document or any parser failure."""
+    try:
+        # Parsing a large HTML page or PDF takes a while: keep the event loop serving.
+        parsed = await asyncio.to_thread(
+            parse, doc.content, fmt, title=doc.title, filename=filename
         )
-    fmt = guess_format(doc.format, doc.filename)
-    # Parsing a large HTML page or PDF takes a while: keep the event loop serving.
-    parsed = await asyncio.to_thread(
-        parse, doc.content, fmt, title=doc.title, filename=doc.filename or doc.source_id
-    )
+    except InvalidInput:
+        raise
+    except RecursionError:
+        raise InvalidInput("the document nests too deeply to parse (RecursionError)") from None
+    except Exception as error:  # a parser bug fails this document, not the batch
+        raise InvalidInput(f"the document could not be parsed ({type(error).__name__})") from None
     pieces: list[TextChunk]
     if count_tokens is None:
         pieces = await asyncio.to_thread(
@@ -109,15 +108,61 @@ async def prepare_chunks(
         pieces = await chunk_document_counted(
             parsed.title,
             parsed.body,
-            count_tokens=_in_batches(count_tokens),
+            count_tokens=count_tokens,
             summary=parsed.summary,
             markdown=parsed.markdown,
             min_tokens=policy.min_tokens,
             max_tokens=policy.max_tokens,
             overlap_tokens=policy.overlap_tokens,
         )
+    return parsed, pieces
+
+
+async def prepare_chunks(
+    doc: DocumentInput,
+    policy: ChunkingPolicy,
+    *,
+    count_tokens: BatchTokenCounter | None = None,
+    sandbox: ParseSandbox | None = None,
+) -> list[Chunk]:
+    """The chunks of ``doc``; raises InvalidInput with a reason for the ingest report.
+
+    ``count_tokens`` sizes chunks in the embedding model's tokens (e.g.
+    ``EmbedderClient.count_tokens``; its errors propagate); without it a word-based
+    estimate is used. With ``sandbox`` (the service's) parsing and chunking run in a
+    worker process under a time and memory budget; without it, in this process.
+    """
+    if not doc.source_id.strip():
+        raise InvalidInput("source_id must not be empty")
+    if doc.url and not is_web_url(doc.url):
+        raise InvalidInput("url must be an absolute http:// or https:// URL")
+    if len(doc.content) > policy.max_document_bytes:
+        raise InvalidInput(
+            f"the document is {len(doc.content)} bytes; the limit is {policy.max_document_bytes}"
+        )
+    fmt = guess_format(doc.format, doc.filename)
+    filename = doc.filename or doc.source_id
+    counter = _in_batches(count_tokens) if count_tokens is not None else None
+    parsed: ParsedDocument
+    pieces: list[TextChunk]
+    if sandbox is not None:
+        parsed, pieces = await sandbox.prepare(
+            doc.content,
+            fmt,
+            title=doc.title,
+            filename=filename,
+            min_tokens=policy.min_tokens,
+            max_tokens=policy.max_tokens,
+            overlap_tokens=policy.overlap_tokens,
+            count_tokens=counter,
+        )
+    else:
+        parsed, pieces = await _prepare_here(doc, fmt, filename, policy, counter)
     if not pieces:
         raise InvalidInput("the document has no text outside its headings")
+    # A URL the document declares (front matter, canonical link) is kept only when a
+    # citation can safely link to it: no javascript:, data: or relative links.
+    url = doc.url or (parsed.url if is_web_url(parsed.url) else "")
     now = time.time()
     return [
         Chunk(
@@ -127,12 +172,42 @@ async def prepare_chunks(
             title=parsed.title,
             heading_path=p.heading_path,
             chunk_index=p.index,
-            url=doc.url or parsed.url,
+            url=url,
             doc_type=doc.doc_type or parsed.doc_type,
             content_hash=h,
             metadata=dict(doc.metadata),
             created_at=now,
         )
         for p in pieces
-        for h in [hashlib.sha256(p.text.encode()).hexdigest()]
+        for h in [_content_hash(p, parsed.title, doc, url, parsed.doc_type, policy)]
     ]
+
+
+def _content_hash(
+    piece: TextChunk,
+    title: str,
+    doc: DocumentInput,
+    parsed_url: str,
+    parsed_doc_type: str,
+    policy: ChunkingPolicy,
+) -> str:
+    """SHA-256 over everything stored with a chunk and the chunking settings that made
+    it: a re-ingest that changes only a title, URL, type, metadata or the settings is
+    seen as a change and rewrites the source. Each field is length-prefixed, so no two
+    different records hash the same text."""
+    fields = [
+        piece.text,
+        title,
+        *piece.heading_path,
+        doc.url or parsed_url,
+        doc.doc_type or parsed_doc_type,
+        *(part for item in sorted(doc.metadata.items()) for part in item),
+        f"{policy.min_tokens}/{policy.max_tokens}/{policy.overlap_tokens}",
+    ]
+    digest = hashlib.sha256()
+    digest.update(f"{len(piece.heading_path)}/{len(doc.metadata)}".encode())
+    for value in fields:
+        data = value.encode()
+        digest.update(f"{len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()
