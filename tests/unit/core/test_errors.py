@@ -15,6 +15,7 @@ from groundwire_core.errors import (
     Cancelled,
     DeadlineExceeded,
     GroundwireError,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     Overloaded,
@@ -52,6 +53,10 @@ ROUND_TRIP_CASES = [
     ),
     (
         Overloaded("queue full", retry_after_s=0.25, dependency="embedder"),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ),
+    (
+        InsufficientStorage("the data disk is nearly full", retry_after_s=60, dependency="qdrant"),
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     ),
     (Unavailable("embedder is unavailable", dependency="embedder"), grpc.StatusCode.UNAVAILABLE),
@@ -185,12 +190,22 @@ def test_error_info_overloaded_without_retry_defaults_to_one_second() -> None:
     assert back.retry_after_s == 1.0
 
 
+def test_error_info_keeps_insufficient_storage_and_its_retry_after() -> None:
+    back = from_error_info(
+        to_error_info(InsufficientStorage("disk nearly full", retry_after_s=60, dependency="x"))
+    )
+    assert type(back) is InsufficientStorage
+    assert back.retry_after_s == 60
+    assert back.dependency == "x"
+
+
 def test_codes_are_unique_and_registered() -> None:
     classes = [
         InvalidInput,
         NotFound,
         AlreadyExists,
         Overloaded,
+        InsufficientStorage,
         Unavailable,
         DeadlineExceeded,
         BackendFailure,

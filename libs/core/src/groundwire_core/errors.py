@@ -58,6 +58,14 @@ class Overloaded(GroundwireError):
         self.retry_after_s = retry_after_s
 
 
+class InsufficientStorage(Overloaded):
+    """A store's disk is nearly full: it refuses writes (reads go on) until space is
+    freed. A kind of ``Overloaded`` (gRPC RESOURCE_EXHAUSTED; HTTP 507 at the gateway):
+    retrying helps only once someone frees space, so ``retry_after_s`` is long."""
+
+    code = "insufficient_storage"
+
+
 class Unavailable(GroundwireError):
     """A dependency (or this service's own backend) cannot be reached or is not ready."""
 
@@ -90,6 +98,7 @@ ERRORS_BY_CODE: dict[str, type[GroundwireError]] = {
         NotFound,
         AlreadyExists,
         Overloaded,
+        InsufficientStorage,
         Unavailable,
         DeadlineExceeded,
         BackendFailure,

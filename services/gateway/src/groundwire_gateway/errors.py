@@ -19,6 +19,7 @@ from groundwire_core.errors import (
     Cancelled,
     DeadlineExceeded,
     GroundwireError,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     Overloaded,
@@ -51,7 +52,8 @@ class RateLimited(Overloaded):
 
 
 class QuotaExceeded(Overloaded):
-    """The site-wide daily quota is spent; it resets at 00:00 UTC."""
+    """The daily quota of the tenant (or of the callers without an API key) is spent;
+    it resets at 00:00 UTC."""
 
     code = "quota_exceeded"
 
@@ -76,6 +78,7 @@ HTTP_STATUS: dict[type[GroundwireError], int] = {
     InvalidInput: 422,
     NotFound: 404,
     AlreadyExists: 409,
+    InsufficientStorage: 507,  # the retriever's data disk is nearly full: writes refused
     Overloaded: 429,
     Unavailable: 503,
     DeadlineExceeded: 504,
@@ -89,6 +92,7 @@ FRAMEWORK_CODES: dict[int, str] = {
     400: "bad_request",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "payload_too_large",
     415: "unsupported_media_type",
 }

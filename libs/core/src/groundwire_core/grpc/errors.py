@@ -81,9 +81,9 @@ def from_rpc_error(error: grpc.aio.AioRpcError, callee: str) -> GroundwireError:
         dependency = callee
     else:
         message = error.details() or cls.code
-    if cls is Overloaded:
+    if issubclass(cls, Overloaded):  # InsufficientStorage too: keep its retry-after
         retry = float(metadata.get(RETRY_AFTER_KEY, "1") or 1)
-        return Overloaded(message, retry_after_s=retry, dependency=dependency or callee)
+        return cls(message, retry_after_s=retry, dependency=dependency or callee)
     return cls(message, dependency=dependency)
 
 
@@ -111,8 +111,8 @@ def to_error_info(error: GroundwireError) -> common_pb2.ErrorInfo:
 def from_error_info(info: common_pb2.ErrorInfo) -> GroundwireError:
     """The GroundwireError an in-stream error event carries."""
     cls = ERRORS_BY_CODE.get(info.code, GroundwireError)
-    if cls is Overloaded:
-        return Overloaded(
+    if issubclass(cls, Overloaded):
+        return cls(
             info.message,
             retry_after_s=info.retry_after_s or 1.0,
             dependency=info.dependency or None,

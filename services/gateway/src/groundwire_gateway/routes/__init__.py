@@ -18,19 +18,21 @@ _DESCRIPTIONS = {
     502: "A backend failed.",
     503: "A dependency is unavailable; `error.dependency` names it.",
     504: "The deadline passed.",
+    507: "The retriever's data disk is nearly full: writes are refused (searches go on) "
+    "until space is freed; `error.message` names the data path.",
 }
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for error statuses: the one error body, and Retry-After
-    on 429."""
+    on 429 and 507."""
     out: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
         entry: dict[str, Any] = {
             "model": models.ErrorResponse,
             "description": _DESCRIPTIONS[status],
         }
-        if status == 429:
+        if status in (429, 507):
             entry["headers"] = {
                 "Retry-After": {
                     "description": "Seconds to wait before retrying.",
@@ -43,4 +45,4 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 PUBLIC_ERRORS = error_responses(401, 404, 413, 422, 429, 500, 502, 503, 504)
-ADMIN_ERRORS = error_responses(401, 403, 404, 409, 413, 422, 500, 502, 503, 504)
+ADMIN_ERRORS = error_responses(401, 403, 404, 409, 413, 422, 500, 502, 503, 504, 507)

@@ -28,6 +28,8 @@ from groundwire_retriever.domain import (
     CollectionStats,
     SearchQuery,
     SearchResult,
+    SourceChunks,
+    SourcePage,
 )
 
 
@@ -67,6 +69,12 @@ class VectorStore(Protocol):
 
     def ping(self) -> None:
         """Unavailable unless the backend answers now (a cheap call; for health)."""
+        ...
+
+    def storage_warning(self) -> str:
+        """Why writes are refused now, naming the data path (the embedded engine's disk
+        under its floor: every write raises ``InsufficientStorage`` meanwhile, searches
+        go on); empty while writes are accepted. Cheap; for health and Info."""
         ...
 
     def create_collection(self, spec: CollectionSpec) -> None:
@@ -129,6 +137,21 @@ class VectorStore(Protocol):
     def source_hashes(self, name: str, source_id: str) -> dict[str, str]:
         """``chunk_id -> content_hash`` of the chunks readers see for one source, so a
         re-ingest can tell an unchanged document."""
+        ...
+
+    def list_sources(self, name: str, *, page_token: str = "", limit: int = 100) -> SourcePage:
+        """The sources readers see, sorted by id, ``limit`` (1..1000) after the source id
+        ``page_token``, with each one's chunk count and content hash. Counts and reads
+        every chunk of the page's sources: an admin call. ``InvalidInput`` for a bad
+        limit, ``NotFound`` for a missing collection."""
+        ...
+
+    def read_source(
+        self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
+    ) -> SourceChunks:
+        """A source's chunks as readers see them, in document order (``chunk_index``),
+        from ``offset``, at most ``limit`` (1..10000). ``NotFound`` when the collection
+        or the source does not exist, ``InvalidInput`` for a bad offset or limit."""
         ...
 
     def begin_reindex(self, spec: CollectionSpec) -> str:

@@ -31,6 +31,7 @@ from groundwire_retriever.domain import (
 
 __all__ = [
     "BM25_VECTOR",
+    "CHUNK_FIELDS",
     "CHUNK_KEYWORD_FIELDS",
     "COLLECTION_NAME_RE",
     "DENSE_VECTOR",
@@ -265,6 +266,22 @@ def chunk_payload(chunk: Chunk, chunk_id: str) -> dict[str, Any]:
         "metadata": dict(chunk.metadata),
         "created_at": chunk.created_at,
     }
+
+
+CHUNK_FIELDS = (
+    "chunk_id",
+    "source_id",
+    "text",
+    "title",
+    "heading_path",
+    "chunk_index",
+    "url",
+    "doc_type",
+    "content_hash",
+    "metadata",
+    "created_at",
+)
+"""The payload keys ``chunk_payload`` writes: what a read of whole chunks asks for."""
 
 
 def chunk_from_payload(payload: Mapping[str, Any] | None) -> Chunk:

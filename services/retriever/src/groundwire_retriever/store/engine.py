@@ -91,6 +91,11 @@ class Engine(Protocol):
         runs every few seconds while the backend may be away)."""
         ...
 
+    def storage_warning(self) -> str:
+        """Why writes are refused now (the embedded engine's disk under its floor),
+        for health; empty while they are accepted. Cheap, never raises."""
+        ...
+
     def create(self, name: str, spec: CollectionSpec, meta: Mapping[str, Any]) -> str:
         """A new, empty generation for ``name`` with the spec's vectors and keyword
         indexes; not current. ``name`` may be new (its first generation) or existing

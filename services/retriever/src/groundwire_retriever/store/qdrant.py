@@ -160,6 +160,11 @@ class QdrantEngine:
                 f"the Qdrant server at {self._location} does not answer", dependency=DEPENDENCY
             ) from None
 
+    def storage_warning(self) -> str:
+        """The server guards its own disk (it answers a write it has no room for with
+        an error, which maps to BackendFailure): nothing to report here."""
+        return ""
+
     def create(self, name: str, spec: CollectionSpec, meta: Mapping[str, Any]) -> str:
         gid = f"{name}.{uuid.uuid4().hex[:12]}"
         sparse: dict[str, models.SparseVectorParams] = {}

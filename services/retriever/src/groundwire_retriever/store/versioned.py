@@ -34,6 +34,7 @@ deleting retired points, which this store does not coordinate.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -48,6 +49,7 @@ from groundwire_core.errors import (
     AlreadyExists,
     BackendFailure,
     GroundwireError,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     Unavailable,
@@ -63,10 +65,14 @@ from groundwire_retriever.domain import (
     SearchPath,
     SearchQuery,
     SearchResult,
+    SourceChunks,
+    SourcePage,
+    SourceSummary,
     SparseVec,
 )
 from groundwire_retriever.store.base import StagedSource
 from groundwire_retriever.store.common import (
+    CHUNK_FIELDS,
     PATH_ORDER,
     REVISION_KEY,
     SPEC_FORMAT,
@@ -94,6 +100,17 @@ from groundwire_retriever.store.engine import Engine, PointData, StoredCollectio
 log = logging.getLogger(__name__)
 
 _REVISIONS_PER_SOURCE = 1_000  # facet limit: one normally, a few while ingests overlap
+MAX_SOURCES_PAGE = 1_000
+MAX_SOURCE_CHUNKS = 10_000
+_SUMMARY_FIELDS = (
+    "source_id",
+    "title",
+    "url",
+    "doc_type",
+    "chunk_index",
+    "content_hash",
+    "created_at",
+)
 
 
 def _new_revision() -> str:
@@ -228,6 +245,9 @@ class VersionedStore:
     def ping(self) -> None:
         self._require_open()
         self._engine.ping()
+
+    def storage_warning(self) -> str:
+        return self._engine.storage_warning()
 
     # ------------------------------------------------------------ collections
 
@@ -369,7 +389,12 @@ class VersionedStore:
             if not removed:
                 return 0
             gen.retired.update(dict.fromkeys(old, source_id))
-            self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+            try:
+                self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+            except BaseException:  # not retired after all (a full disk refuses the save)
+                for revision in old:
+                    gen.retired.pop(revision, None)
+                raise
             self._show(coll, gen)
             self._purge(coll, gen)
         return removed
@@ -384,6 +409,54 @@ class VersionedStore:
                 ["chunk_id", "content_hash"],
             )
         return {str(p.get("chunk_id") or pid): str(p.get("content_hash", "")) for pid, p in rows}
+
+    # ------------------------------------------------------------ reading sources
+
+    def list_sources(self, name: str, *, page_token: str = "", limit: int = 100) -> SourcePage:
+        if not 1 <= limit <= MAX_SOURCES_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_SOURCES_PAGE}, got {limit}")
+        with self._reading(name) as view:
+            gen = view.generation
+            chunks = self._engine.count(gen.id, view.where)
+            counts = (
+                self._engine.facet(gen.id, "source_id", view.where, limit=chunks) if chunks else {}
+            )
+            after = sorted(source for source in counts if source > page_token)
+            page = after[:limit]
+            rows = (
+                self._engine.scroll(gen.id, view.where.also("source_id", page), _SUMMARY_FIELDS)
+                if page
+                else []
+            )
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for _, payload in rows:
+            by_source.setdefault(str(payload.get("source_id", "")), []).append(payload)
+        return SourcePage(
+            sources=tuple(_summary(source, by_source.get(source, [])) for source in page),
+            next_page_token=page[-1] if len(after) > limit else "",
+            total=len(counts),
+        )
+
+    def read_source(
+        self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
+    ) -> SourceChunks:
+        if not source_id:
+            raise InvalidInput("source_id must not be empty")
+        if offset < 0:
+            raise InvalidInput(f"offset must not be negative, got {offset}")
+        if not 1 <= limit <= MAX_SOURCE_CHUNKS:
+            raise InvalidInput(f"limit must be between 1 and {MAX_SOURCE_CHUNKS}, got {limit}")
+        with self._reading(name) as view:
+            rows = self._engine.scroll(
+                view.generation.id, view.where.also("source_id", [source_id]), CHUNK_FIELDS
+            )
+        if not rows:
+            raise NotFound(f"collection {name!r} has no source {source_id!r}")
+        chunks = sorted(
+            (chunk_from_payload(payload) for _, payload in rows),
+            key=lambda chunk: (chunk.chunk_index, chunk.chunk_id),
+        )
+        return SourceChunks(tuple(chunks[offset : offset + limit]), len(chunks))
 
     # ------------------------------------------------------------ full re-index
 
@@ -591,7 +664,11 @@ class VersionedStore:
         stale = sorted({*gen.pending, *gen.retired})
         if not stale:
             return
-        self._engine.delete(gen.id, Where(must=((REVISION_KEY, tuple(stale)),)))
+        try:
+            self._engine.delete(gen.id, Where(must=((REVISION_KEY, tuple(stale)),)))
+        except InsufficientStorage as error:  # they stay hidden; the next open retries
+            log.warning("collection %s: cleanup after an interrupted ingest waits: %s", name, error)
+            return
         gen.pending.clear()
         gen.retired.clear()
         self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
@@ -743,3 +820,24 @@ class VersionedStore:
         if not embedded.indices:
             return "the query text has no searchable terms (only stop words)"
         return SparseVec(tuple(embedded.indices), tuple(embedded.values)), None
+
+
+def _summary(source_id: str, payloads: Sequence[Mapping[str, Any]]) -> SourceSummary:
+    """A source's summary from its chunks' payloads (any order)."""
+    ordered = sorted(
+        payloads, key=lambda p: (int(p.get("chunk_index", 0)), str(p.get("content_hash", "")))
+    )
+    digest = hashlib.sha256()
+    for payload in ordered:
+        digest.update(str(payload.get("content_hash", "")).encode())
+        digest.update(b"\n")
+    first = ordered[0] if ordered else {}
+    return SourceSummary(
+        source_id=source_id,
+        title=str(first.get("title", "")),
+        url=str(first.get("url", "")),
+        doc_type=str(first.get("doc_type", "")),
+        chunks=len(ordered),
+        content_hash=digest.hexdigest(),
+        ingested_at=max((float(p.get("created_at", 0.0)) for p in ordered), default=0.0),
+    )
