@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_cli.progress import progress
@@ -26,6 +28,37 @@ class IngestTotals:
     unchanged: int
     skipped: list[tuple[str, str]]
     chunks_written: int
+    updated: int = 0
+    """Sources that were stored already and changed (text, title, URL, type, metadata)."""
+
+
+def default_root(paths: Sequence[Path]) -> Path:
+    """The folder source ids are relative to when no ``--root`` is given: the folder
+    given (a file's own folder), or the deepest folder holding all the paths given.
+    Absolute, so the ids do not depend on the working directory."""
+    if not paths:
+        raise ValueError("no paths given")
+    folders = [str(p.resolve() if p.is_dir() else p.resolve().parent) for p in paths]
+    return Path(os.path.commonpath(folders))
+
+
+def source_id(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` with ``/`` separators: the same file has the same
+    id whichever folder the command runs from. Raises InvalidInput for a file outside
+    ``root``."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise InvalidInput(f"{path} is not under the root folder {root}") from None
+
+
+def source_url(prefix: str, relative: str) -> str:
+    """The published URL of a file: ``prefix`` + its relative path, percent-encoded
+    (``--url-prefix https://docs.example.com/`` maps ``guide/install.html`` to
+    ``https://docs.example.com/guide/install.html``); "" without a prefix."""
+    if not prefix:
+        return ""
+    return prefix.rstrip("/") + "/" + quote(relative, safe="/")
 
 
 def _batches(files: list[Path]) -> Iterable[list[Path]]:
@@ -63,6 +96,7 @@ async def ingest_files(
     files: list[Path],
     *,
     root: Path | None = None,
+    url_prefix: str = "",
     on_progress: Callable[[retriever_pb2.IngestProgress], None] | None = None,
     timeout_s: float | None = 600.0,
     full_reindex: bool = False,
@@ -70,7 +104,14 @@ async def ingest_files(
     """Ingests ``files`` into ``collection`` (created if missing), in batches. With
     ``full_reindex`` the files become the collection's new generation in one request
     (sources not among them disappear; the old generation serves until it is done),
-    with no deadline. Raises InvalidInput when they are too large for one request."""
+    with no deadline.
+
+    Source ids are the files' paths relative to ``root`` (default: the deepest folder
+    holding them all); with ``url_prefix`` each file's URL is the prefix plus that
+    path. Raises InvalidInput when the files are too large for one request, or one is
+    outside ``root``."""
+    base = root if root is not None else default_root(files) if files else Path.cwd()
+    ids = {f: source_id(f, base) for f in files}
     if full_reindex:
         total = sum(f.stat().st_size for f in files)
         if total > FULL_REINDEX_BYTES:
@@ -83,7 +124,7 @@ async def ingest_files(
         timeout_s = None
     else:
         batches = _batches(files)
-    ingested = unchanged = chunks = 0
+    ingested = updated = unchanged = chunks = 0
     skipped: list[tuple[str, str]] = []
     channel = create_channel(retriever_addr)
     try:
@@ -91,9 +132,10 @@ async def ingest_files(
         for batch in batches:
             docs = [
                 retriever_pb2.Document(
-                    source_id=str(f.relative_to(root) if root else f),
+                    source_id=ids[f],
                     content=f.read_bytes(),
                     filename=f.name,
+                    url=source_url(url_prefix, ids[f]),
                 )
                 for f in batch
             ]
@@ -110,6 +152,7 @@ async def ingest_files(
                     if event.HasField("report"):
                         r = event.report
                         ingested += r.ingested
+                        updated += r.updated
                         unchanged += r.unchanged
                         chunks += r.chunks_written
                         skipped.extend(
@@ -119,7 +162,7 @@ async def ingest_files(
                         )
     finally:
         await channel.close()
-    return IngestTotals(ingested, unchanged, skipped, chunks)
+    return IngestTotals(ingested, unchanged, skipped, chunks, updated)
 
 
 def ingest_with_progress(
@@ -128,6 +171,7 @@ def ingest_with_progress(
     files: list[Path],
     *,
     root: Path | None = None,
+    url_prefix: str = "",
     full_reindex: bool = False,
 ) -> IngestTotals:
     """``ingest_files`` from synchronous code, with a progress bar on stderr and the
@@ -140,12 +184,13 @@ def ingest_with_progress(
                 collection,
                 files,
                 root=root,
+                url_prefix=url_prefix,
                 on_progress=lambda _: bar.update(1),
                 full_reindex=full_reindex,
             )
         )
     print(
-        f"ingested {totals.ingested}, unchanged {totals.unchanged}, "
+        f"ingested {totals.ingested}, updated {totals.updated}, unchanged {totals.unchanged}, "
         f"skipped {len(totals.skipped)}, chunks written {totals.chunks_written}",
         flush=True,
     )

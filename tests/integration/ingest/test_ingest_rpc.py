@@ -84,3 +84,29 @@ async def test_good_documents_go_in_and_bad_ones_are_skipped_with_reasons(
             )
             assert found.hits[0].chunk.source_id == source
         assert "track()" not in " ".join(h.chunk.text for h in found.hits)
+
+
+async def test_a_batch_whose_every_document_is_skipped_creates_no_collection(
+    retriever_addr: str,
+) -> None:
+    async with create_channel(retriever_addr) as channel:
+        stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        request = retriever_pb2.IngestRequest(
+            collection="never-made",
+            documents=[_doc("deck.pptx", b"slides"), _doc("empty.md", b"   \n")],
+            create_collection=True,
+        )
+        events = [event async for event in stub.Ingest(request, timeout=60)]
+        assert events[-1].report.skipped == 2
+        listed = await stub.ListCollections(retriever_pb2.ListCollectionsRequest(), timeout=10)
+        assert "never-made" not in {c.name for c in listed.collections}
+        # the first document that is written creates it, as before
+        request = retriever_pb2.IngestRequest(
+            collection="never-made",
+            documents=[_doc("deck.pptx", b"slides"), _doc("ok.md", b"# Ok\n\nBoil the water.")],
+            create_collection=True,
+        )
+        events = [event async for event in stub.Ingest(request, timeout=60)]
+        assert (events[-1].report.ingested, events[-1].report.skipped) == (1, 1)
+        listed = await stub.ListCollections(retriever_pb2.ListCollectionsRequest(), timeout=10)
+        assert "never-made" in {c.name for c in listed.collections}

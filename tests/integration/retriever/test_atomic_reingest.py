@@ -164,7 +164,7 @@ async def test_reader_never_sees_zero_or_mixed_generations(
         try:
             for gen in range(1, 21):
                 report = await ingest(stub, [document("doc", gen)])
-                assert report.ingested == 1, report
+                assert report.updated == 1 and report.ingested == 0, report
                 chunks_of[gen] = report.documents[0].chunks
                 await asyncio.sleep(0)
         finally:
@@ -250,7 +250,7 @@ async def test_killed_ingest_leaves_the_old_generation_and_rerun_converges(
         seen = await search(stub)
         assert seen.by_source == {"doc": [1] * old}, "the old generation serves"
         report = await ingest(stub, [document("doc", 2)])
-        assert report.ingested == 1
+        assert report.updated == 1
         new = report.documents[0].chunks
         assert (await search(stub)).by_source == {"doc": [2] * new}
     assert _points_on_disk(data) == new, "orphans and the old generation are gone"
@@ -355,3 +355,86 @@ async def test_search_names_a_query_of_another_embedder_model(
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "indexed with sentence-transformers/all-MiniLM-L6-v2" in (error.value.details() or "")
     assert "full_reindex" in (error.value.details() or "")
+
+
+async def test_a_title_or_metadata_change_is_an_atomic_update(
+    embedder: str, tmp_path: Path
+) -> None:
+    """Same text, new title, URL, type or metadata: the report says updated, search
+    returns the new values, and a reader never sees a mix of old and new payloads or
+    no chunks at all."""
+
+    def edition(n: int) -> retriever_pb2.Document:
+        doc = document("doc", 3)  # the text never changes
+        doc.title = f"Zebra manual, edition {n}"
+        doc.url = f"https://zoo.example/manual/{n}"
+        doc.doc_type = "guide" if n % 2 else "faq"
+        doc.metadata["edition"] = str(n)
+        return doc
+
+    async with retriever(embedder, tmp_path / "data") as stub:
+        first = await ingest(stub, [edition(0)])
+        chunks = first.documents[0].chunks
+        assert first.ingested == 1 and chunks > 1
+
+        async def payloads() -> list[tuple[str, str, str, str]]:
+            reply = await stub.Search(
+                retriever_pb2.SearchRequest(
+                    collection=COLLECTION,
+                    text="zebra",
+                    paths=[retriever_pb2.SEARCH_PATH_BM25],
+                    limit=200,
+                    path_limit=200,
+                )
+            )
+            return [
+                (h.chunk.title, h.chunk.url, h.chunk.doc_type, h.chunk.metadata["edition"])
+                for h in reply.hits
+            ]
+
+        problems: list[str] = []
+        seen: set[str] = set()
+        stop = asyncio.Event()
+
+        async def reader() -> None:
+            while not stop.is_set():
+                found = await payloads()
+                if len(found) != chunks or len(set(found)) != 1:
+                    problems.append(f"saw {len(found)} chunks: {sorted(set(found))}")
+                else:
+                    seen.add(found[0][3])
+
+        task = asyncio.create_task(reader())
+        try:
+            for n in range(1, 9):
+                report = await ingest(stub, [edition(n)])
+                assert (report.updated, report.ingested, report.unchanged) == (1, 0, 0), report
+                assert report.documents[0].status == retriever_pb2.DOCUMENT_STATUS_UPDATED
+                assert report.documents[0].chunks == chunks
+                await asyncio.sleep(0)
+        finally:
+            stop.set()
+            await task
+        assert problems == []
+        assert len(seen) >= 3, seen
+        assert set(await payloads()) == {
+            ("Zebra manual, edition 8", "https://zoo.example/manual/8", "faq", "8")
+        }
+        again = await ingest(stub, [edition(8)])
+        assert again.unchanged == 1 and again.documents[0].status == (
+            retriever_pb2.DOCUMENT_STATUS_UNCHANGED
+        )
+        listed = await stub.ListSources(retriever_pb2.ListSourcesRequest(collection=COLLECTION))
+        assert [(s.source_id, s.title, s.url, s.chunks) for s in listed.sources] == [
+            ("doc", "Zebra manual, edition 8", "https://zoo.example/manual/8", chunks)
+        ]
+        read = await stub.ReadSource(
+            retriever_pb2.ReadSourceRequest(collection=COLLECTION, source_id="doc")
+        )
+        assert [c.chunk_index for c in read.chunks] == list(range(chunks))
+        assert {c.metadata["edition"] for c in read.chunks} == {"8"}
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await stub.ReadSource(
+                retriever_pb2.ReadSourceRequest(collection=COLLECTION, source_id="nope")
+            )
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND

@@ -137,6 +137,17 @@ async def test_ingest_json_documents(client: httpx.AsyncClient, upstream: Any) -
     assert chat.status_code == 200
 
 
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "data:text/html,x", "/relative"])
+async def test_a_url_that_is_not_http_is_refused(
+    client: httpx.AsyncClient, upstream: Any, error_json: Any, url: str
+) -> None:
+    body = {"documents": [{"source_id": "a.md", "content": "# A\n\ntext", "url": url}]}
+    response = await client.post("/v1/admin/collections/docs/documents", json=body, headers=ADMIN)
+    assert response.status_code == 422
+    assert "http" in error_json(response)["message"]
+    assert upstream.ingested == []  # refused at the edge: nothing reached the retriever
+
+
 async def test_ingest_uploaded_files(client: httpx.AsyncClient, upstream: Any) -> None:
     files = [
         ("files", ("a.md", b"# A\n\ntext", "text/markdown")),
@@ -155,7 +166,7 @@ async def test_upload_of_two_files_with_one_name_is_422(
     files = [("files", ("a.md", b"1", "text/plain")), ("files", ("a.md", b"2", "text/plain"))]
     response = await client.post("/v1/admin/collections/docs/files", files=files, headers=ADMIN)
     assert response.status_code == 422
-    assert "same name" in error_json(response)["message"]
+    assert "two files have the source id 'a.md'" in error_json(response)["message"]
 
 
 async def test_upload_size_has_its_own_limit(make_client: Any, error_json: Any) -> None:

@@ -15,6 +15,8 @@ from groundwire_retriever.domain import (
     PathReport,
     SearchPath,
     SearchQuery,
+    SourceChunks,
+    SourcePage,
     SparseVec,
 )
 from groundwire_retriever.ingest.pipeline import DocumentInput
@@ -37,6 +39,7 @@ STATUSES = {
     "ingested": retriever_pb2.DOCUMENT_STATUS_INGESTED,
     "unchanged": retriever_pb2.DOCUMENT_STATUS_UNCHANGED,
     "skipped": retriever_pb2.DOCUMENT_STATUS_SKIPPED,
+    "updated": retriever_pb2.DOCUMENT_STATUS_UPDATED,
 }
 
 
@@ -180,3 +183,29 @@ def path_report_to_proto(report: PathReport) -> retriever_pb2.PathReport:
         skipped=report.skipped,
         reason=report.reason,
     )
+
+
+def source_page_to_proto(page: SourcePage) -> retriever_pb2.ListSourcesResponse:
+    return retriever_pb2.ListSourcesResponse(
+        sources=[
+            retriever_pb2.SourceSummary(
+                source_id=s.source_id,
+                title=s.title,
+                url=s.url,
+                doc_type=s.doc_type,
+                chunks=s.chunks,
+                content_hash=s.content_hash,
+                ingested_at=s.ingested_at,
+            )
+            for s in page.sources
+        ],
+        next_page_token=page.next_page_token,
+        total=page.total,
+    )
+
+
+def source_chunks_to_proto(found: SourceChunks) -> retriever_pb2.ReadSourceResponse:
+    reply = retriever_pb2.ReadSourceResponse(total=found.total)
+    for chunk in found.chunks:
+        chunk_to_proto(chunk, reply.chunks.add())
+    return reply

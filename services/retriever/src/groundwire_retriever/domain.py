@@ -158,3 +158,35 @@ class SearchResult:
 
     hits: tuple[Hit, ...]
     paths: tuple[PathReport, ...]
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """One stored source as readers see it (``ListSources``)."""
+
+    source_id: str
+    title: str
+    url: str
+    doc_type: str
+    chunks: int
+    content_hash: str
+    """SHA-256 over the chunks' content hashes in chunk order."""
+    ingested_at: float
+    """Unix seconds: the latest ``created_at`` of its chunks."""
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    """A page of sources sorted by id; ``next_page_token`` is "" on the last page."""
+
+    sources: tuple[SourceSummary, ...]
+    next_page_token: str
+    total: int
+
+
+@dataclass(frozen=True)
+class SourceChunks:
+    """Some of a source's chunks in document order, and how many it has in all."""
+
+    chunks: tuple[Chunk, ...]
+    total: int

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
-from groundwire_core.errors import GroundwireError, InvalidInput, NotFound
+from groundwire_core.errors import AlreadyExists, GroundwireError, InvalidInput, NotFound
 from groundwire_retriever.domain import (
     Chunk,
     ChunkVectors,
@@ -22,9 +22,12 @@ from groundwire_retriever.domain import (
     CollectionStats,
     SearchQuery,
     SearchResult,
+    SourceChunks,
+    SourcePage,
     SparseVec,
 )
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
+from groundwire_retriever.ingest.sandbox import ParseSandbox
 from groundwire_retriever.store.base import VectorStore
 from groundwire_retriever.store.common import check_model, validate_collection_name
 
@@ -43,7 +46,7 @@ Qdrant server (network I/O), go to a worker thread."""
 @dataclass(frozen=True)
 class DocumentOutcome:
     source_id: str
-    status: str  # "ingested" | "unchanged" | "skipped"
+    status: str  # "ingested" (new) | "updated" (replaced) | "unchanged" | "skipped"
     chunks: int = 0
     reason: str = ""
 
@@ -73,12 +76,14 @@ class RetrieverCore:
         policy: ChunkingPolicy | None = None,
         embed_batch: int = 32,
         optimize_after_chunks: int = 10_000,
+        sandbox: ParseSandbox | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._policy = policy or ChunkingPolicy()
         self._embed_batch = embed_batch
         self._optimize_after = optimize_after_chunks
+        self._sandbox = sandbox  # parses under a budget; None: in this process's threads
         self._unindexed: dict[str, int] = {}  # chunks written since the last optimize
 
     @property
@@ -134,12 +139,22 @@ class RetrieverCore:
         """Unavailable while the store's backend does not answer."""
         await asyncio.to_thread(self._store.ping)
 
+    def storage_warning(self) -> str:
+        """Why writes are refused now (the data disk under its floor), naming the data
+        path; empty while they are accepted. Searches are not affected."""
+        return self._store.storage_warning()
+
     async def create_collection(
         self, name: str, extra_filterable: Sequence[str] = ()
     ) -> CollectionSpec:
         """Creates ``name`` sized for the embedder's model. Raises AlreadyExists, Unavailable."""
+        spec = await self._new_spec(name, extra_filterable)
+        await asyncio.to_thread(self._store.create_collection, spec)
+        return spec
+
+    async def _new_spec(self, name: str, extra_filterable: Sequence[str] = ()) -> CollectionSpec:
         info = await self._embedder.info()
-        spec = CollectionSpec(
+        return CollectionSpec(
             name=name,
             dense_dims=info.dense_dims,
             learned_sparse="sparse" in info.outputs,
@@ -147,8 +162,6 @@ class RetrieverCore:
             filterable=tuple(dict.fromkeys((*BASE_FILTERABLE, *extra_filterable))),
             embedder_model=info.model_id,
         )
-        await asyncio.to_thread(self._store.create_collection, spec)
-        return spec
 
     async def list_collections(self) -> list[CollectionStats]:
         specs = await self.list_specs()
@@ -186,6 +199,24 @@ class RetrieverCore:
     async def delete_by_source(self, name: str, source_id: str) -> int:
         return await asyncio.to_thread(self._store.delete_by_source, name, source_id)
 
+    async def list_sources(
+        self, name: str, *, page_token: str = "", limit: int = 100
+    ) -> SourcePage:
+        """A page of the collection's sources (see ``VectorStore.list_sources``).
+        Raises InvalidInput, NotFound."""
+        return await asyncio.to_thread(
+            self._store.list_sources, name, page_token=page_token, limit=limit
+        )
+
+    async def read_source(
+        self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
+    ) -> SourceChunks:
+        """A source's chunks in document order (see ``VectorStore.read_source``).
+        Raises InvalidInput, NotFound."""
+        return await asyncio.to_thread(
+            self._store.read_source, name, source_id, offset=offset, limit=limit
+        )
+
     async def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> int:
         """Stores chunks, embedding those that come without a dense vector."""
         spec = await self.spec(name)
@@ -218,12 +249,28 @@ class RetrieverCore:
         ``create`` is false, AlreadyExists when a full re-index of it is running.
         """
         started = time.perf_counter()
+        missing = False
         try:
             spec = await self.spec(name)
         except GroundwireError as error:
             if not create or error.code != "not_found":
                 raise
-            spec = await self.create_collection(name)
+            missing = True
+            # A full re-index builds on the collection; otherwise it is created with the
+            # first document that is written, so a batch whose every document is
+            # skipped leaves no empty collection behind.
+            spec = await (self.create_collection(name) if full_reindex else self._new_spec(name))
+            missing = not full_reindex
+
+        async def ensure_collection() -> None:
+            nonlocal missing
+            if missing:
+                try:
+                    await asyncio.to_thread(self._store.create_collection, spec)
+                except AlreadyExists:
+                    pass  # a concurrent ingest created it first
+                missing = False
+
         generation: str | None = None
         info = await self._embedder.info()  # the model as it is now, asked once
         if full_reindex:
@@ -237,10 +284,12 @@ class RetrieverCore:
         try:
             for done, doc in enumerate(documents, start=1):
                 try:
-                    outcome = await self._ingest_one(spec, doc, generation, policy)
+                    outcome = await self._ingest_one(
+                        spec, doc, generation, policy, ensure_collection
+                    )
                 except InvalidInput as error:
                     outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
-                if outcome.status == "ingested":
+                if outcome.status in ("ingested", "updated"):
                     written += outcome.chunks
                 outcomes.append(outcome)
                 yield IngestTick(done, len(documents), outcome)
@@ -274,9 +323,16 @@ class RetrieverCore:
         doc: DocumentInput,
         generation: str | None,
         policy: ChunkingPolicy,
+        ensure_collection: Callable[[], Awaitable[None]],
     ) -> DocumentOutcome:
-        chunks = await prepare_chunks(doc, policy, count_tokens=self._embedder.count_tokens)
+        chunks = await prepare_chunks(
+            doc, policy, count_tokens=self._embedder.count_tokens, sandbox=self._sandbox
+        )
+        await ensure_collection()
+        stored: dict[str, str] = {}
         if generation is None:
+            # content_hash covers everything stored with a chunk (text, title, URL, type,
+            # metadata, chunking settings), so any change rewrites the whole source
             stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
             if stored == {c.chunk_id: c.content_hash for c in chunks}:
                 return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
@@ -290,7 +346,8 @@ class RetrieverCore:
             list(zip(chunks, vectors, strict=True)),
             generation,
         )
-        return DocumentOutcome(doc.source_id, "ingested", chunks=len(chunks))
+        status = "updated" if stored else "ingested"
+        return DocumentOutcome(doc.source_id, status, chunks=len(chunks))
 
     def _replace_source(
         self,

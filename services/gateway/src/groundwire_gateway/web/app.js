@@ -19,6 +19,7 @@
   const MAX_PART_CHARS = 4000;
   let history = [];
   let controller = null;
+  let askedCollection = "";  // the collection of the answer on screen ("" = server default)
 
   function setStatus(text, isError) {
     statusEl.textContent = text;
@@ -41,12 +42,30 @@
   }
 
   function safeUrl(url) {
+    if (!url || !String(url).trim()) return null;  // "" would resolve to this page
     try {
       const parsed = new URL(url, window.location.href);
       return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
     } catch (e) {
       return null;
     }
+  }
+
+  // Every source opens: its URL when it has one, else the gateway's view of the
+  // stored document with the cited chunk marked and scrolled to (#cited).
+  function sourceHref(s) {
+    const url = safeUrl(s.url);
+    if (url) return url;
+    const params = new URLSearchParams({ source_id: s.source_id });
+    if (askedCollection) params.set("collection", askedCollection);
+    if (s.chunk_id) params.set("chunk", s.chunk_id);
+    return `/v1/sources/view?${params}#cited`;
+  }
+
+  function openInNewTab(link, href) {
+    link.href = href;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
   }
 
   function sourceLabel(s) {
@@ -59,14 +78,9 @@
     for (const s of sources) {
       const li = document.createElement("li");
       li.value = s.number;
-      const href = safeUrl(s.url);
-      const title = document.createElement(href ? "a" : "span");
+      const title = document.createElement("a");
       title.textContent = sourceLabel(s);
-      if (href) {
-        title.href = href;
-        title.target = "_blank";
-        title.rel = "noopener noreferrer";
-      }
+      openInNewTab(title, sourceHref(s));
       const meta = document.createElement("div");
       meta.className = "meta";
       meta.textContent = `[${s.number}] ${s.source_id} · score ${Number(s.score).toFixed(3)}` +
@@ -82,17 +96,13 @@
       (citations || []).filter((c) => c.status === "unsupported").map((c) => c.number));
     chipsEl.replaceChildren();
     for (const s of sources) {
-      const href = safeUrl(s.url);
-      const chip = document.createElement(href ? "a" : "span");
+      const href = sourceHref(s);
+      const chip = document.createElement("a");
       chip.className = "chip" + (unsupported.has(s.number) ? " unsupported" : "");
       chip.textContent = `[${s.number}] ${s.title || s.source_id}`;
       chip.dataset.number = String(s.number);
-      if (href) {
-        chip.href = href;
-        chip.target = "_blank";
-        chip.rel = "noopener noreferrer";
-        chip.title = href;
-      }
+      openInNewTab(chip, href);
+      chip.title = safeUrl(s.url) ? href : `Open the stored text of ${s.source_id}`;
       if (unsupported.has(s.number)) chip.title = "This citation was not supported by its source";
       chipsEl.append(chip);
     }
@@ -164,6 +174,7 @@
     const body = { messages };
     const collection = $("collection").value.trim();
     if (collection) body.collection = collection;
+    askedCollection = collection;
     const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
     const key = $("apikey").value.trim();
     if (key) headers.Authorization = `Bearer ${key}`;

@@ -35,6 +35,7 @@ class DocumentStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DOCUMENT_STATUS_INGESTED: _ClassVar[DocumentStatus]
     DOCUMENT_STATUS_UNCHANGED: _ClassVar[DocumentStatus]
     DOCUMENT_STATUS_SKIPPED: _ClassVar[DocumentStatus]
+    DOCUMENT_STATUS_UPDATED: _ClassVar[DocumentStatus]
 SEARCH_PATH_UNSPECIFIED: SearchPath
 SEARCH_PATH_DENSE: SearchPath
 SEARCH_PATH_SPARSE: SearchPath
@@ -51,6 +52,7 @@ DOCUMENT_STATUS_UNSPECIFIED: DocumentStatus
 DOCUMENT_STATUS_INGESTED: DocumentStatus
 DOCUMENT_STATUS_UNCHANGED: DocumentStatus
 DOCUMENT_STATUS_SKIPPED: DocumentStatus
+DOCUMENT_STATUS_UPDATED: DocumentStatus
 
 class Collection(_message.Message):
     __slots__ = ("name", "dense_dims", "learned_sparse", "bm25", "filterable", "embedder_model", "chunks", "sources")
@@ -176,20 +178,22 @@ class IngestProgress(_message.Message):
     def __init__(self, done: _Optional[int] = ..., total: _Optional[int] = ..., document: _Optional[_Union[DocumentResult, _Mapping]] = ...) -> None: ...
 
 class IngestReport(_message.Message):
-    __slots__ = ("documents", "ingested", "unchanged", "skipped", "chunks_written", "seconds")
+    __slots__ = ("documents", "ingested", "unchanged", "skipped", "chunks_written", "seconds", "updated")
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     INGESTED_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
     documents: _containers.RepeatedCompositeFieldContainer[DocumentResult]
     ingested: int
     unchanged: int
     skipped: int
     chunks_written: int
     seconds: float
-    def __init__(self, documents: _Optional[_Iterable[_Union[DocumentResult, _Mapping]]] = ..., ingested: _Optional[int] = ..., unchanged: _Optional[int] = ..., skipped: _Optional[int] = ..., chunks_written: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+    updated: int
+    def __init__(self, documents: _Optional[_Iterable[_Union[DocumentResult, _Mapping]]] = ..., ingested: _Optional[int] = ..., unchanged: _Optional[int] = ..., skipped: _Optional[int] = ..., chunks_written: _Optional[int] = ..., seconds: _Optional[float] = ..., updated: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("chunk_id", "source_id", "text", "title", "heading_path", "chunk_index", "url", "doc_type", "content_hash", "metadata", "created_at", "dense", "sparse")
@@ -255,6 +259,64 @@ class DeleteBySourceResponse(_message.Message):
     DELETED_FIELD_NUMBER: _ClassVar[int]
     deleted: int
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
+
+class ListSourcesRequest(_message.Message):
+    __slots__ = ("collection", "page_token", "limit")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    page_token: str
+    limit: int
+    def __init__(self, collection: _Optional[str] = ..., page_token: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SourceSummary(_message.Message):
+    __slots__ = ("source_id", "title", "url", "doc_type", "chunks", "content_hash", "ingested_at")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    DOC_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    INGESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    title: str
+    url: str
+    doc_type: str
+    chunks: int
+    content_hash: str
+    ingested_at: float
+    def __init__(self, source_id: _Optional[str] = ..., title: _Optional[str] = ..., url: _Optional[str] = ..., doc_type: _Optional[str] = ..., chunks: _Optional[int] = ..., content_hash: _Optional[str] = ..., ingested_at: _Optional[float] = ...) -> None: ...
+
+class ListSourcesResponse(_message.Message):
+    __slots__ = ("sources", "next_page_token", "total")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[SourceSummary]
+    next_page_token: str
+    total: int
+    def __init__(self, sources: _Optional[_Iterable[_Union[SourceSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class ReadSourceRequest(_message.Message):
+    __slots__ = ("collection", "source_id", "offset", "limit")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    source_id: str
+    offset: int
+    limit: int
+    def __init__(self, collection: _Optional[str] = ..., source_id: _Optional[str] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ReadSourceResponse(_message.Message):
+    __slots__ = ("chunks", "total")
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
+    total: int
+    def __init__(self, chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class FieldFilter(_message.Message):
     __slots__ = ("field", "any_of")
@@ -370,13 +432,15 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("engine", "location", "embedder", "collections")
+    __slots__ = ("engine", "location", "embedder", "collections", "storage_warning")
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     COLLECTIONS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_WARNING_FIELD_NUMBER: _ClassVar[int]
     engine: str
     location: str
     embedder: str
     collections: int
-    def __init__(self, engine: _Optional[str] = ..., location: _Optional[str] = ..., embedder: _Optional[str] = ..., collections: _Optional[int] = ...) -> None: ...
+    storage_warning: str
+    def __init__(self, engine: _Optional[str] = ..., location: _Optional[str] = ..., embedder: _Optional[str] = ..., collections: _Optional[int] = ..., storage_warning: _Optional[str] = ...) -> None: ...

@@ -72,6 +72,16 @@ class RetrieverServiceStub:
                 request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceRequest.SerializeToString,
                 response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceResponse.FromString,
                 _registered_method=True)
+        self.ListSources = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/ListSources',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesResponse.FromString,
+                _registered_method=True)
+        self.ReadSource = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/ReadSource',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceResponse.FromString,
+                _registered_method=True)
         self.Search = channel.unary_unary(
                 '/groundwire.retriever.v1.RetrieverService/Search',
                 request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SearchRequest.SerializeToString,
@@ -145,6 +155,22 @@ class RetrieverServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSources(self, request, context):
+        """Lists the sources a collection holds, one page at a time, sorted by source id,
+        with each one's chunk count and content hash. Counts every chunk: an admin call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadSource(self, request, context):
+        """Reads one source's chunks in document order (chunk_index), e.g. to show the stored
+        document; NOT_FOUND when the collection or the source does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Search(self, request, context):
         """Hybrid search: dense, learned sparse and BM25 paths, fused.
         """
@@ -203,6 +229,16 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.DeleteBySource,
                     request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceRequest.FromString,
                     response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceResponse.SerializeToString,
+            ),
+            'ListSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSources,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesResponse.SerializeToString,
+            ),
+            'ReadSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadSource,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceResponse.SerializeToString,
             ),
             'Search': grpc.unary_unary_rpc_method_handler(
                     servicer.Search,
@@ -412,6 +448,60 @@ class RetrieverService:
             '/groundwire.retriever.v1.RetrieverService/DeleteBySource',
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceRequest.SerializeToString,
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.DeleteBySourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/ListSources',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/ReadSource',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ReadSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

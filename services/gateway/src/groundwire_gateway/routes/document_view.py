@@ -1,0 +1,134 @@
+"""GET /v1/sources/view: a stored source as a safe HTML page, the cited chunk marked.
+
+Every source opens: a citation links to the source's URL when it has one, and here
+otherwise. The page is built from the chunks the retriever stores (ReadSource), in
+document order; all of their text is escaped and shown as pre-wrapped text, so no
+markup from a document ever runs or renders. The cited chunk carries the class
+``cited`` and an ``id="cited"`` anchor, so a link ending in ``#cited`` scrolls to it
+without any script. Access is guarded like ``POST /v1/search``: the same optional
+key and the same search rate and quota.
+"""
+
+from html import escape
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import HTMLResponse
+
+from groundwire_gateway import models
+from groundwire_gateway.auth import Principal
+from groundwire_gateway.limits import is_anonymous
+from groundwire_gateway.routes import PUBLIC_ERRORS
+from groundwire_gateway.routes.security import OPTIONAL_AUTH, public_caller
+from groundwire_gateway.routes.system import PAGE_HEADERS
+from groundwire_gateway.state import GatewayState
+
+VIEW_PATH = "/v1/sources/view"
+# The page is HTML, its errors the one JSON error body: spelled out, because a
+# ``model`` entry would take the route's media type (text/html) in the OpenAPI document.
+_JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        **{k: v for k, v in entry.items() if k != "model"},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    }
+    for status, entry in PUBLIC_ERRORS.items()
+}
+
+
+def _safe_url(url: str) -> str | None:
+    """The URL when it is an absolute http(s) URL (a link may not run script)."""
+    parts = urlsplit(url)
+    return url if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def render_document(doc: models.StoredDocument, cited: str = "") -> str:
+    """The HTML page of a stored source; ``cited`` is the chunk id to mark. Every
+    value from the store is escaped."""
+    title = doc.title or doc.source_id
+    link = _safe_url(doc.url)
+    meta = [f"<code>{escape(doc.source_id)}</code>"]
+    if doc.doc_type:
+        meta.append(escape(doc.doc_type))
+    meta.append(f"{doc.total} chunk{'s' if doc.total != 1 else ''}")
+    if link:
+        meta.append(f'<a href="{escape(link)}" rel="noopener noreferrer">{escape(link)}</a>')
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)} · Groundwire</title>",
+        '<link rel="icon" href="data:,">',
+        '<link rel="stylesheet" href="/static/docview.css">',
+        "</head><body>",
+        f"<header><h1>{escape(title)}</h1>",
+        f'<p class="meta">{" · ".join(meta)}</p>',
+        f'<p class="meta">Collection <code>{escape(doc.collection)}</code>. The stored text, '
+        "chunk by chunk (neighbouring chunks overlap a little).</p></header>",
+        "<main>",
+    ]
+    # A chunk's text starts with its heading path already: no separate headings.
+    for chunk in doc.chunks:
+        is_cited = bool(cited) and chunk.chunk_id == cited
+        classes = "chunk cited" if is_cited else "chunk"
+        current = ' aria-current="true"' if is_cited else ""
+        anchor = '<span id="cited"></span>' if is_cited else ""
+        label = "Cited passage" if is_cited else f"Chunk {chunk.chunk_index}"
+        parts.append(
+            f'<section class="{classes}" id="chunk-{chunk.chunk_index}" '
+            f'data-chunk-id="{escape(chunk.chunk_id)}"{current}>{anchor}'
+            f'<p class="label">{label}</p>'
+            f'<div class="text">{escape(chunk.text)}</div></section>'
+        )
+    if doc.total > len(doc.chunks):
+        parts.append(f'<p class="meta">… and {doc.total - len(doc.chunks)} more chunks.</p>')
+    parts.append("</main></body></html>")
+    return "\n".join(parts)
+
+
+def router(state: GatewayState) -> APIRouter:
+    api = APIRouter()
+    caller = public_caller(state)
+
+    @api.get(
+        VIEW_PATH,
+        response_class=HTMLResponse,
+        responses={
+            **_JSON_ERRORS,
+            200: {
+                "description": "The page.",
+                "content": {"text/html": {"schema": {"type": "string"}}},
+            },
+        },
+        openapi_extra=OPTIONAL_AUTH,
+        summary="A stored source as an HTML page, the cited chunk marked (link to #cited).",
+        description="What a citation links to when its source has no URL: the source's "
+        "stored chunks in document order, every character escaped (no markup from the "
+        "document renders). `chunk` marks one chunk (class `cited`, anchor `#cited`). "
+        "Guarded like POST /v1/search: the same optional key, rate and quota.",
+    )
+    async def view_source(
+        principal: Annotated[Principal, Depends(caller)],
+        source_id: Annotated[
+            str, Query(min_length=1, max_length=512, description="The source's id.")
+        ],
+        collection: Annotated[
+            str | None,
+            Query(pattern=models.COLLECTION_PATTERN, description="Default: the server's."),
+        ] = None,
+        chunk: Annotated[
+            str, Query(max_length=64, description="chunk_id of the passage to mark.")
+        ] = "",
+    ) -> HTMLResponse:
+        name = collection or state.settings.default_collection
+        await state.catalog.check(name, reveal=not is_anonymous(principal))
+        ticket = await state.limiter.admit(
+            state.limiter.ask_for("search", principal.client, principal.tenant)
+        )
+        try:
+            doc = await state.upstream.read_source(name, source_id)
+        finally:
+            await state.limiter.release(ticket)
+        return HTMLResponse(render_document(doc, chunk), headers=PAGE_HEADERS)
+
+    return api
