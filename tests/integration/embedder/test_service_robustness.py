@@ -131,9 +131,15 @@ async def test_one_megabyte_text_is_truncated(channel: grpc.aio.Channel) -> None
     assert big.tokens == 256 and big.truncated  # MiniLM's max_tokens, as documented
     assert not small.truncated and small.tokens < 10
     assert np.isclose(np.linalg.norm(big.dense.values), 1.0, atol=1e-5)
-    # Tokenize counts without truncation
-    counts = await stub.Tokenize(embedder_pb2.TokenizeRequest(texts=[huge]), timeout=60)
-    assert counts.counts[0] > 100_000
+    # Tokenize counts beyond max_tokens, but only the first tokenize_max_chars (65,536)
+    # characters, and says which texts it cut
+    started = time.perf_counter()
+    counts = await stub.Tokenize(embedder_pb2.TokenizeRequest(texts=[huge, "short"]), timeout=60)
+    assert time.perf_counter() - started < 5
+    assert list(counts.truncated) == [True, False]
+    assert 256 < counts.counts[0] < 65_536
+    whole = await stub.Tokenize(embedder_pb2.TokenizeRequest(texts=[huge[:65_536]]), timeout=60)
+    assert whole.counts == counts.counts[:1] and list(whole.truncated) == [False]
 
 
 @pytest.mark.parametrize(

@@ -156,7 +156,7 @@ async def test_unknown_collection_is_404_and_unknown_filter_field_is_422(
     assert response.status_code == 404
     error = error_json(response)
     assert error["code"] == "not_found" and "'nope'" in error["message"]
-    assert "docs" in error["message"]  # says which ones exist
+    assert "docs" not in error["message"]  # an anonymous caller learns nothing else
     response = await client.post(
         "/v1/chat", json={**ASK, "filters": [{"field": "colour", "any_of": ["red"]}]}
     )
@@ -316,7 +316,7 @@ async def test_chat_slots_cap_inflight_chats(
 
 
 async def test_daily_quota_counts_only_admitted_requests(make_client: Any, error_json: Any) -> None:
-    client = make_client(daily_quota=3, rate_limit_per_min=1)
+    client = make_client(anonymous_daily_quota=3, rate_limit_per_min=1)
     assert (await client.post("/v1/chat", json=ASK)).status_code == 200
     for _ in range(5):  # refused by the rate limit: they must not spend the quota
         assert (await client.post("/v1/chat", json=ASK)).status_code == 429
@@ -473,3 +473,88 @@ async def test_models_lists_every_collection(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200
     ids = [m["id"] for m in response.json()["data"]]
     assert ids == ["groundwire", "groundwire:docs", "groundwire:team_notes-2"]
+
+
+async def test_completion_system_messages_are_the_operators_instructions(
+    client: httpx.AsyncClient, upstream: Any
+) -> None:
+    body = {
+        "model": "groundwire",
+        "messages": [
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "bonjour"},
+            {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": "How do I install it?", "name": "ann"},
+        ],
+    }
+    response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    ask = upstream.asks[-1]
+    assert ask["messages"] == [
+        ("user", "hi"),
+        ("assistant", "bonjour"),
+        ("user", "How do I install it?"),
+    ]
+    assert ask["instructions"] == "Answer in French.\n\nBe brief."
+    conversation = models.conversation_tokens(
+        [models.ChatMessage(role=r, content=t) for r, t in ask["messages"]]
+    )
+    instructions = models.approx_tokens(ask["instructions"]) + models.TOKENS_PER_MESSAGE
+    assert response.json()["usage"]["prompt_tokens"] == conversation + instructions
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "Answer in French."}],
+        [{"role": "user", "content": "q"}, {"role": "system", "content": "x"},
+         {"role": "assistant", "content": "a"}],
+        [{"role": "tool", "content": "x"}, {"role": "user", "content": "q"}],
+    ],
+)
+async def test_completion_conversations_without_a_last_user_message_are_422(
+    client: httpx.AsyncClient, upstream: Any, error_json: Any, messages: list[Any]
+) -> None:
+    response = await client.post(
+        "/v1/chat/completions", json={"model": "groundwire", "messages": messages}
+    )
+    assert response.status_code == 422, response.text
+    assert upstream.asks == []
+
+
+async def test_long_instructions_count_against_the_input_budget(
+    make_client: Any, upstream: Any, error_json: Any
+) -> None:
+    client = make_client(max_input_tokens=100)
+    body = {
+        "model": "groundwire",
+        "messages": [
+            {"role": "system", "content": "x" * 1000},
+            {"role": "user", "content": "How do I install it?"},
+        ],
+    }
+    response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 422 and "input tokens" in error_json(response)["message"]
+
+
+async def test_completion_stream_never_keeps_text_a_reset_discards(
+    client: httpx.AsyncClient, upstream: Any, parse_sse: Any
+) -> None:
+    body = {"model": "groundwire", "messages": ASK["messages"], "stream": True}
+    # a reset before any text (nothing was sent): ignored, the answer streams
+    upstream.script.insert(1, models.ResetEvent(reason="searching again"))
+    events = parse_sse((await client.post("/v1/chat/completions", json=body)).text)
+    chunks = [json.loads(d) for _, d in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "Install it with pip [1]; clients get 15 chats [2]."
+    assert all("reset" not in (c.get("groundwire") or {}) for c in chunks)
+    # a reset after text (the model failed mid-answer): the stream ends in an error,
+    # the one thing an OpenAI client does not keep as the answer
+    upstream.script = [e for e in upstream.script if not isinstance(e, models.ResetEvent)]
+    upstream.script.insert(3, models.ResetEvent(reason="the language model failed"))
+    events = parse_sse((await client.post("/v1/chat/completions", json=body)).text)
+    last = json.loads(events[-1][1])
+    assert last["error"]["code"] == "backend_failure"
+    assert "the text streamed so far is void" in last["error"]["message"]
+    assert ("message", "[DONE]") not in events

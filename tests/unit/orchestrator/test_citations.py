@@ -150,12 +150,43 @@ async def test_a_figure_the_chunk_does_not_state_sinks_the_support() -> None:
 async def test_a_verbatim_quote_is_supported_without_the_embedder() -> None:
     embedder = FakeEmbedder(down=True)
     result = await CitationVerifier(embedder, threshold=0.5).run(
-        "Each key may send 60 requests a minute [1]. Keys rotate weekly [1].", _get_quoted
+        "**Each key** may send 60 requests a minute [1]. Keys rotate weekly [1].", _get_quoted
     )
     quote, other = result.citations
     assert (quote.status, quote.support) == (Verification.SUPPORTED, 1.0)
     assert other.status is Verification.UNCHECKED
     assert result.report.details["verbatim"] == "1" and result.report.fallback
+
+
+async def test_a_quote_that_changed_a_character_is_not_verbatim() -> None:
+    def get(n: int):  # type: ignore[no-untyped-def]
+        from groundwire_orchestrator.domain import NumberedSource
+
+        return NumberedSource(n, chunk(n, "Set `<PACKAGE>_CFLAGS` to the flags the compiler "
+                                          "needs, as in the `.crate` file."))
+
+    verifier = CitationVerifier(FakeEmbedder(down=True), threshold=0.5)
+    altered = await verifier.run(
+        "Set <PACKAGE>CFLAGS to the flags the compiler needs, as in the.crate file [1].", get
+    )
+    assert altered.citations[0].status is Verification.UNCHECKED, "not taken for a quote"
+    exact = await verifier.run(
+        "Set `<PACKAGE>_CFLAGS` to the flags the compiler needs, as in the `.crate` file [1].",
+        get,
+    )
+    assert (exact.citations[0].status, exact.citations[0].support) == (
+        Verification.SUPPORTED,
+        1.0,
+    )
+
+
+def test_a_code_block_and_its_marker_line_are_one_cited_claim() -> None:
+    text = "Install it [1].\n\n```bash\npip install x[2]\n```\n[2]"
+    found = cited_sentences(text)
+    assert [(c.numbers, c.quote) for c in found] == [
+        ((1,), "Install it."),
+        ((2,), "```bash\npip install x[2]\n```"),
+    ]
 
 
 def _get_quoted(n: int):  # type: ignore[no-untyped-def]

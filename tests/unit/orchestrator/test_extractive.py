@@ -30,7 +30,7 @@ SOURCES = [
 def test_cite_puts_the_marker_before_the_final_punctuation() -> None:
     assert cite("Keys are limited.", 2) == "Keys are limited [2]."
     assert cite('He said "stop."', 1) == 'He said "stop [1]."'
-    assert cite("No stop", 3) == "No stop [3]."
+    assert cite("No stop", 3) == "No stop [3]"
 
 
 async def test_best_sentences_are_quoted_with_their_numbers() -> None:

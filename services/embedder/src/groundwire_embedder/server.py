@@ -47,6 +47,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             max_queue=settings.max_queue,
             lanes=lanes,
         )
+        self._tokenize_max_chars = settings.tokenize_max_chars
 
     def register(self, server: grpc.aio.Server) -> None:
         embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(self, server)
@@ -102,8 +103,11 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             raise InvalidInput(f"send 1 to {self._engine.max_batch_items} texts")
         if not self._engine.ready:
             raise Unavailable("the embedder is not ready")
-        counts = await asyncio.to_thread(self._encoder.count_tokens, texts)
-        return embedder_pb2.TokenizeResponse(counts=counts)
+        cap = self._tokenize_max_chars
+        counts = await asyncio.to_thread(self._encoder.count_tokens, [t[:cap] for t in texts])
+        return embedder_pb2.TokenizeResponse(
+            counts=counts, truncated=[len(t) > cap for t in texts]
+        )
 
     async def Info(
         self, request: embedder_pb2.InfoRequest, context: grpc.aio.ServicerContext

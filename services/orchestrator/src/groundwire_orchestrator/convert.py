@@ -23,6 +23,7 @@ from groundwire_orchestrator.domain import (
     Turn,
     Verification,
 )
+from groundwire_orchestrator.usage import LLMUsage
 
 MODES = {
     "generated": orchestrator_pb2.ANSWER_MODE_GENERATED,
@@ -125,3 +126,11 @@ def event_to_proto(event: AskEvent) -> orchestrator_pb2.AskEvent:
                     mode=MODES[mode], answer=answer, unsupported_citations=unsupported
                 )
             )
+
+
+def usage_to_proto(usage: LLMUsage) -> orchestrator_pb2.LlmUsage:
+    return orchestrator_pb2.LlmUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        estimated=usage.estimated,
+    )

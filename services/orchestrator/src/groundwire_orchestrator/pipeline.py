@@ -47,7 +47,11 @@ from groundwire_orchestrator.stages.citations import (
     clean_markers,
     is_decline,
 )
-from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage, ExtractiveInput
+from groundwire_orchestrator.stages.extractive import (
+    FLAGGED_ONLY,
+    ExtractiveAnswerStage,
+    ExtractiveInput,
+)
 from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
 from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX, fit_sources
 from groundwire_orchestrator.stages.rerank import RerankStage
@@ -93,6 +97,8 @@ class AskInput:
     listwise: bool = False
     max_agent_steps: int = 0
     """0 = the server's default."""
+    instructions: str = ""
+    """The operator's extra instructions (placed below the prompt's rules)."""
 
 
 @dataclass(frozen=True)
@@ -102,12 +108,15 @@ class _Answered:
     text: str
     mode: AnswerMode
     report: StageReport
+    pending: bool = False
+    """Not streamed yet: the pipeline sends it as one delta."""
 
 
 def from_extractive(text: str, report: StageReport, ledger: SourceLedger) -> _Answered:
-    """An extractive answer, its markers checked against the ledger like the LLM's."""
+    """An extractive answer, its markers checked against the ledger like the LLM's (the
+    decline when only flagged passages matched is marked declined)."""
     cleaned, _ = clean_markers(text, lambda n: n in ledger)
-    return _Answered(cleaned, "extractive", report)
+    return _Answered(cleaned, "declined" if text == FLAGGED_ONLY else "extractive", report, True)
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,8 @@ class Pipeline:
             yield _Answered("", "declined", report)
             return
         toolbox = self._toolbox(inp, ledger) if steps else None
-        async for event in self._answer.run(AnswerInput(question, history, ledger, steps, toolbox)):
+        answer_input = AnswerInput(question, history, ledger, steps, toolbox, inp.instructions)
+        async for event in self._answer.run(answer_input):
             if isinstance(event, AnswerFinished):
                 if event.dropped_citations:
                     event.report.details["dropped_citations"] = ", ".join(
@@ -341,7 +351,7 @@ class Pipeline:
             report.details["context_tokens"] = str(tokens)
             answer_span.record(report, tokens=tokens)
         stages.append(report)
-        if mode == "extractive" and text:
+        if answered.pending and text:
             yield AnswerDelta(text)  # not streamed by anyone: it is one piece
 
         if not text:

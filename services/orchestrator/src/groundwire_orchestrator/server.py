@@ -17,7 +17,7 @@ from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import GroundwireError, InvalidInput
 from groundwire_core.grpc.client import check_health, create_channel
 from groundwire_core.grpc.errors import to_error_info
-from groundwire_orchestrator import convert
+from groundwire_orchestrator import convert, usage
 from groundwire_orchestrator.clients.llm import ObservedLLM, build_llm
 from groundwire_orchestrator.clients.reranker import RerankerClient
 from groundwire_orchestrator.clients.retriever import RetrieverClient
@@ -53,9 +53,12 @@ def build_pipeline(
     retriever: RetrieverClient,
     reranker: RerankerClient | None,
     llm: LLMProvider | None,
+    query_embedder: EmbedderClient | None = None,
 ) -> Pipeline:
-    """Every stage configured from ``settings``; opens nothing."""
+    """Every stage configured from ``settings``; opens nothing. ``query_embedder``
+    embeds queries (``embedder`` when None; passages always go to ``embedder``)."""
     s = settings
+    query = query_embedder or embedder
     passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
     answer = (
         GroundedAnswerStage(
@@ -73,7 +76,7 @@ def build_pipeline(
             llm, FilterableFields(retriever), timeout_s=s.analysis_timeout_s
         ),
         retrieval=RetrievalStage(
-            embedder,
+            query,
             retriever,
             RetrievalParams(path_limit=s.path_limit, rrf_k=s.rrf_k, dense_floor=s.dense_floor),
         ),
@@ -93,12 +96,12 @@ def build_pipeline(
         ),
         answer=answer,
         extractive=ExtractiveAnswerStage(
-            embedder, min_score=s.extractive_min_score, passages=passages
+            query, min_score=s.extractive_min_score, passages=passages
         ),
         verifier=CitationVerifier(
             embedder, threshold=s.citation_support_threshold, passages=passages
         ),
-        reader=SourceReader(embedder, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
+        reader=SourceReader(query, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
         config=ChainConfig(
             candidates=s.candidates,
             rerank_keep=s.rerank_keep,
@@ -149,6 +152,10 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         self._pipeline = build_pipeline(
             s,
             embedder=EmbedderClient(self._channels["embedder"], timeout_s=s.call_timeout_s),
+            query_embedder=EmbedderClient(
+                self._channels["embedder"],
+                timeout_s=min(s.embedder_query_timeout_s, s.call_timeout_s),
+            ),
             retriever=RetrieverClient(self._channels["retriever"], timeout_s=s.call_timeout_s),
             reranker=(
                 RerankerClient(self._channels["reranker"]) if "reranker" in self._channels else None
@@ -177,24 +184,36 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
     ) -> orchestrator_pb2.SearchResponse:
         if request.limit > MAX_LIMIT:
             raise InvalidInput(f"limit must be at most {MAX_LIMIT}")
-        outcome = await self.pipeline.search(
-            SearchInput(
-                collection=request.collection,
-                query=request.query,
-                limit=request.limit or DEFAULT_LIMIT,
-                filters=convert.filters_from_proto(request.filters),
-                rerank=request.rerank,
-                reasons=request.reasons,
+        with usage.metered() as spent:
+            outcome = await self.pipeline.search(
+                SearchInput(
+                    collection=request.collection,
+                    query=request.query,
+                    limit=request.limit or DEFAULT_LIMIT,
+                    filters=convert.filters_from_proto(request.filters),
+                    rerank=request.rerank,
+                    reasons=request.reasons,
+                )
             )
-        )
         return orchestrator_pb2.SearchResponse(
             results=convert.sources_to_proto(outcome.candidates),
             stages=[convert.stage_to_proto(s) for s in outcome.stages],
+            llm_usage=convert.usage_to_proto(spent),
         )
 
     async def Ask(
         self, request: orchestrator_pb2.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[orchestrator_pb2.AskEvent]:
+        # before any work, as a status (INVALID_ARGUMENT): a 20 MB history used to be
+        # accepted and carried through every stage
+        size = len(request.instructions.encode()) + sum(
+            len(m.content.encode()) for m in request.messages
+        )
+        if size > self._settings.ask_max_bytes:
+            raise InvalidInput(
+                f"the messages and instructions have {size} bytes; the limit is "
+                f"{self._settings.ask_max_bytes}"
+            )
         try:
             events = self.pipeline.ask(
                 AskInput(
@@ -203,6 +222,7 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
                     filters=convert.filters_from_proto(request.filters),
                     listwise=request.listwise_rerank,
                     max_agent_steps=request.max_agent_steps,
+                    instructions=request.instructions,
                 )
             )
             async for event in events:

@@ -25,6 +25,21 @@ class OrchestratorSettings(ServiceSettings):
         gt=0,
         description="Upper bound of one call to a dependency (the caller's deadline wins).",
     )
+    embedder_query_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        description="Deadline of one query embedding (retrieval, the extractive answer's "
+        "question, the agent's reads): a query embeds in milliseconds, so a frozen embedder "
+        "fails the search (or falls back) after this, not after CALL_TIMEOUT_S. Passage "
+        "batches keep CALL_TIMEOUT_S.",
+    )
+    ask_max_bytes: int = Field(
+        262_144,
+        ge=4096,
+        description="Most bytes (UTF-8) of one Ask's messages and instructions together; a "
+        "larger Ask is rejected (INVALID_ARGUMENT) before any work. The gateway's own input "
+        "budget is far smaller; this bounds direct gRPC callers.",
+    )
 
     # --- retrieval and rerank
     rerank_timeout_s: float = Field(

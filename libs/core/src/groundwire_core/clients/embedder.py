@@ -61,7 +61,8 @@ class EmbedderClient:
         )
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """The model's token count per text (untruncated)."""
+        """The model's token count per text (not cut to max_tokens; a text longer than
+        the embedder's tokenize_max_chars is counted on its start only)."""
         with rpc_errors("embedder"):
             reply = await self._stub.Tokenize(
                 embedder_pb2.TokenizeRequest(texts=list(texts)), timeout=self._timeout_s

@@ -117,8 +117,16 @@ class _Chat:
             await self.state.limiter.release(self.ticket, self.answer.tokens)
 
 
-def _input_tokens(state: GatewayState, messages: list[models.ChatMessage]) -> int:
-    tokens = models.conversation_tokens(messages)
+def _prompt_tokens(messages: list[models.ChatMessage], instructions: str) -> int:
+    """Approximate input tokens: the conversation and the operator's instructions."""
+    extra = models.approx_tokens(instructions) + models.TOKENS_PER_MESSAGE if instructions else 0
+    return models.conversation_tokens(messages) + extra
+
+
+def _input_tokens(
+    state: GatewayState, messages: list[models.ChatMessage], instructions: str = ""
+) -> int:
+    tokens = _prompt_tokens(messages, instructions)
     limit = state.settings.max_input_tokens
     if tokens > limit:
         raise InvalidInput(
@@ -137,8 +145,9 @@ async def _start(
     *,
     listwise_rerank: bool = False,
     max_agent_steps: int = 0,
+    instructions: str = "",
 ) -> tuple[_Chat, models.AskEvent]:
-    tokens = _input_tokens(state, messages)
+    tokens = _input_tokens(state, messages, instructions)
     await state.catalog.check(collection, filters)
     ticket = await state.limiter.admit(
         state.limiter.ask_for("chat", principal.client, principal.tenant, tokens)
@@ -150,6 +159,7 @@ async def _start(
             filters,
             listwise_rerank=listwise_rerank,
             max_agent_steps=max_agent_steps,
+            instructions=instructions,
         )
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -295,10 +305,13 @@ def router(state: GatewayState) -> APIRouter:
         body: models.CompletionBody, principal: Annotated[Principal, Depends(caller)]
     ) -> Any:
         collection = _collection_for(body.model, body.collection, settings.default_collection)
-        chat, first = await _start(state, principal, body.messages, collection, body.filters)
+        conversation, instructions = body.conversation(), body.instructions()
+        chat, first = await _start(
+            state, principal, conversation, collection, body.filters, instructions=instructions
+        )
         created = int(time.time())
         ident = f"chatcmpl-{current_request_id()}"
-        prompt_tokens = models.conversation_tokens(body.messages)
+        prompt_tokens = _prompt_tokens(conversation, instructions)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return EventSourceResponse(
@@ -414,18 +427,25 @@ async def _completion_chunks(
         return ServerSentEvent(data=json.dumps(payload, separators=(",", ":")))
 
     state.metrics.inflight_chats.inc()
+    sent = False
     try:
         yield sse(_chunk(ident, created, model, {"role": "assistant", "content": ""}))
         event = first
         while True:
             if isinstance(event, models.DeltaEvent) and event.text:
+                sent = True
                 yield sse(_chunk(ident, created, model, {"content": event.text}))
-            elif isinstance(event, models.ResetEvent):
-                extra = models.GroundwireExtra(
-                    collection=collection, request_id=current_request_id(), reset=event.reason
-                )
-                yield sse(
-                    _chunk(ident, created, model, {}, groundwire=extra.model_dump(mode="json"))
+            elif isinstance(event, models.ResetEvent) and sent:
+                # An OpenAI client cannot take text back. The orchestrator never sends
+                # text an agent step may discard (it holds it back), so a reset after
+                # text means the model failed mid-answer: the text so far is void,
+                # and an error is the one thing such a client will not keep as the
+                # answer. (/v1/chat carries the reset and the fallback answer.)
+                raise BackendFailure(
+                    f"the answer failed mid-stream ({event.reason}); the text streamed so "
+                    "far is void: retry, or use /v1/chat, which falls back to an "
+                    "extractive answer",
+                    dependency="llm",
                 )
             elif isinstance(event, models.DoneEvent):
                 answer = chat.answer

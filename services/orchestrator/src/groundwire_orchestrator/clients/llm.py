@@ -18,6 +18,7 @@ from opentelemetry import trace
 
 from groundwire_core.errors import GroundwireError
 from groundwire_core.metrics import LLM_CALLS, LLM_LATENCY
+from groundwire_orchestrator import usage
 from groundwire_orchestrator.llm import factory
 from groundwire_orchestrator.llm.base import (
     LLMProvider,
@@ -33,9 +34,10 @@ from groundwire_orchestrator.settings import OrchestratorSettings
 
 tracer = trace.get_tracer("groundwire.orchestrator.llm")
 
-# Our providers do not pass the APIs' token usage up (the anthropic SDK's own span,
-# nested under ours, records it): output tokens are estimated like the gateway's
-# input budget, four characters to a token.
+# Streams do not pass the APIs' token usage up (the anthropic SDK's own span, nested
+# under ours, records it), whole replies do (see groundwire_orchestrator.usage): what
+# is not reported is estimated like the gateway's input budget, four characters to a
+# token.
 CHARS_PER_TOKEN = 4
 
 
@@ -89,6 +91,9 @@ class _LLMCall:
         self._role = request.role
         self._started = time.perf_counter()
         self._chars = 0
+        self._input_chars = len(request.system) + sum(len(t.content) for t in request.messages)
+        self.reported = usage.LLMUsage()
+        """Tokens the provider reported for this call (whole replies only)."""
         self._tool_calls = 0
         self._first_event_ms: float | None = None
         self._finished = False
@@ -152,6 +157,15 @@ class _LLMCall:
             span.record_exception(error)
             span.set_status(trace.StatusCode.ERROR, type(error).__name__)
         span.end()
+        reported = self.reported
+        if reported.input_tokens or reported.output_tokens:
+            usage.record(reported.input_tokens, reported.output_tokens, estimated=False)
+        else:  # a stream, or an API that sent no usage: estimated like the span's figure
+            usage.record(
+                math.ceil(self._input_chars / CHARS_PER_TOKEN),
+                math.ceil(self._chars / CHARS_PER_TOKEN),
+                estimated=True,
+            )
         LLM_CALLS.labels(provider, self._role, outcome).inc()
         LLM_LATENCY.labels(provider, self._role).observe(time.perf_counter() - self._started)
 
@@ -226,7 +240,8 @@ class ObservedLLM:
     async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
         call = _LLMCall(request, self.names, stream=False)
         try:
-            with call.current():
+            # the provider records the API's usage into the call's own meter
+            with call.current(), usage.metered() as call.reported:
                 if isinstance(self._inner, FailoverLLM):
                     completion = await self._inner.complete_served(request, timeout_s=timeout_s)
                     text, served_by = completion.text, completion.served_by

@@ -30,6 +30,7 @@ from anthropic.types import TextDelta as SdkTextDelta
 from pydantic import SecretStr
 
 from groundwire_core.errors import GroundwireError
+from groundwire_orchestrator import usage
 from groundwire_orchestrator.llm import failures, wire
 from groundwire_orchestrator.llm.base import (
     LLMRequest,
@@ -253,6 +254,9 @@ class AnthropicProvider:
             deadline=asyncio.get_running_loop().time() + timeout_s,
             timeout_s=timeout_s,
         )
+        spent = getattr(message, "usage", None)
+        if spent is not None:  # the API's own count, for the request's token meter
+            usage.record(spent.input_tokens or 0, spent.output_tokens or 0, estimated=False)
         content = cast(list[object], message.content)
         return "".join(block.text for block in content if isinstance(block, TextBlock))
 

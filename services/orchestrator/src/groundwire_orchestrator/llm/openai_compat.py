@@ -23,6 +23,7 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import SecretStr
 
 from groundwire_core.errors import GroundwireError
+from groundwire_orchestrator import usage
 from groundwire_orchestrator.llm import failures, wire
 from groundwire_orchestrator.llm.base import (
     LLMRequest,
@@ -274,6 +275,9 @@ class OpenAICompatProvider:
         )
         if not completion.choices:
             raise failures.malformed(self.name, "no choices")
+        spent = completion.usage
+        if spent is not None:  # the API's own count, for the request's token meter
+            usage.record(spent.prompt_tokens or 0, spent.completion_tokens or 0, estimated=False)
         return completion.choices[0].message.content or ""
 
     async def warm_up(self) -> None:

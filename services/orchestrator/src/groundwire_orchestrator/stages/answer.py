@@ -2,9 +2,14 @@
 streamed; with a step budget it may first call the agent's tools.
 
 Deltas pass through the citation filter as they come (a marker pointing at no source
-never reaches the reader). When the model calls a tool after writing text, a reset
-discards that text; the answer is what the last step wrote. A provider failure ends
-the stage with ``AnswerFailed`` (the pipeline falls back to the extractive answer).
+never reaches the reader). The answer is what the last step wrote: in a step that may
+still call tools, the text is held back until the step ends, and dropped unsent when
+the model called a tool after writing it. Clients that cannot take text back (OpenAI
+streaming clients ignore Groundwire's ``reset``) so never receive text the answer
+discards; the price is that such a step's text arrives in one piece at its end. A
+step with no tools left (or no agent) streams as it comes. A provider failure ends
+the stage with ``AnswerFailed`` (the pipeline falls back to the extractive answer,
+after a reset if text was sent).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ class AnswerInput:
     max_steps: int = 0
     """Tool rounds allowed (0 = no tools)."""
     toolbox: AgentToolbox | None = None
+    instructions: str = ""
+    """The operator's extra instructions (see prompting.operator_block)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,7 @@ class GroundedAnswerStage:
             context_tokens=self._context_tokens,
             history_tokens=self._history_tokens,
             tools=agentic,
+            instructions=inp.instructions,
         )
         messages: list[LLMTurn] = list(prompt.messages)
         tools = (SEARCH_TOOL, READ_DOCUMENT_TOOL) if agentic else ()
@@ -112,7 +120,7 @@ class GroundedAnswerStage:
         while True:
             spent = agentic and steps >= inp.max_steps
             request = LLMRequest(
-                system=prompt.system + (BUDGET_SPENT if spent else ""),
+                system=prompt.system + (BUDGET_SPENT if spent else "") + prompt.operator,
                 messages=tuple(messages),
                 role="strong",
                 max_tokens=self._max_tokens,
@@ -122,6 +130,7 @@ class GroundedAnswerStage:
             raw: list[str] = []
             shown: list[str] = []
             calls: list[ToolCall] = []
+            may_call_tools = agentic and not spent and inp.toolbox is not None
             stream = self._llm.stream(request, timeout_s=self._timeout_s)
             try:
                 async for event in stream:
@@ -130,12 +139,14 @@ class GroundedAnswerStage:
                         text = flt.feed(event.text)
                         if text:
                             shown.append(text)
-                            yield AnswerDelta(text)
+                            if not may_call_tools:
+                                yield AnswerDelta(text)
                     elif isinstance(event, ToolCall):
                         calls.append(event)
             except GroundwireError as error:
                 details.update(steps=str(steps), tools="; ".join(traces))
-                yield AnswerFailed(error, streamed=bool(shown), details=details)
+                sent = bool(shown) and not may_call_tools
+                yield AnswerFailed(error, streamed=sent, details=details)
                 return
             finally:
                 # a cancelled request must close the provider's HTTP stream now
@@ -144,10 +155,9 @@ class GroundedAnswerStage:
             tail = flt.flush()
             if tail:
                 shown.append(tail)
-                yield AnswerDelta(tail)
-            if calls and agentic and not spent and inp.toolbox is not None:
-                if shown:
-                    yield AnswerReset("the assistant went back to look for more evidence")
+            if calls and may_call_tools and inp.toolbox is not None:
+                if shown:  # held back, never sent: dropped without a reset
+                    details["discarded_steps"] = str(int(details.get("discarded_steps", "0")) + 1)
                 messages.append(ChatMessage("assistant", "".join(raw), tool_calls=tuple(calls)))
                 for call in calls:
                     outcome = await inp.toolbox.execute(call)
@@ -157,6 +167,10 @@ class GroundedAnswerStage:
                     messages.append(ToolResult(call.id, call.name, outcome.content))
                 steps += 1
                 continue
+            if may_call_tools and shown:
+                yield AnswerDelta("".join(shown))
+            elif tail:
+                yield AnswerDelta(tail)
             if calls:
                 details["ignored_tool_calls"] = str(len(calls))
             details.update(steps=str(steps), sources=str(len(inp.ledger)))

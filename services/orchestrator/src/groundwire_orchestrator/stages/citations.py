@@ -13,10 +13,19 @@ Verification method (per (sentence, cited chunk) pair):
 - figures: when the sentence states a number (digits, or a number word from "three"
   up) that the chunk does not contain, the support is halved — invented figures are
   the commonest unsupported claim that still shares the chunk's topic and words.
-- a sentence quoted verbatim from the chunk (four content words or more) is supported
-  (support 1) without the embedder.
+- a sentence quoted verbatim from the chunk (four content words or more; with its
+  citation markers removed and nothing else changed, its text occurs in the chunk's,
+  whitespace runs read as one space) is supported (support 1) without the embedder.
+  Every extractive quote is one. A quote that drops a backtick, an underscore or a
+  space is not verbatim: it is judged on its support like any paraphrase.
+- a fenced code block in the answer is one claim, cited by a line of markers right
+  after its closing fence (as the extractive answer writes it); numbers inside a code
+  block are code, not citations.
 - SUPPORTED when the support reaches the threshold (settings, default 0.45),
   UNSUPPORTED otherwise.
+- a sentence that repeats injected instructions (it matches the injection screen's
+  patterns) and cites a passage the screen flagged is UNSUPPORTED (support 0): text
+  written to steer a model is no evidence, however verbatim the quote.
 
 Calibrated with MiniLM: paraphrases of a chunk's statements score 0.52-0.86, the same
 sentences checked against an unrelated chunk 0.03-0.11. What it does not catch: a
@@ -45,6 +54,8 @@ from groundwire_orchestrator.domain import (
 )
 from groundwire_orchestrator.stages.passages import PassageVectors, Vector
 from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
+from groundwire_orchestrator.stages.quotes import closes, fence_of, is_marker_line, remove_markers
+from groundwire_orchestrator.stages.screening import screen
 from groundwire_orchestrator.stages.text import (
     MARKER,
     chunk_body,
@@ -177,15 +188,52 @@ class CitedSentence:
     claim: str
     """Markers and markup stripped: what the cited chunks must support."""
     numbers: tuple[int, ...]
+    quote: str = ""
+    """Only the markers removed: what a verbatim quote has in common with the chunk."""
+
+
+def _answer_units(text: str) -> list[tuple[str, str | None]]:
+    """``text`` as (unit, claim) pairs: its sentences (claim None: derived), and each
+    fenced code block with the marker line after it as one unit (claim: the block)."""
+    units: list[tuple[str, str | None]] = []
+    prose: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        fence = fence_of(lines[i])
+        end = None
+        if fence is not None:
+            end = next((j for j in range(i + 1, len(lines)) if closes(fence, lines[j])), None)
+        if fence is None or end is None:
+            prose.append(lines[i])
+            i += 1
+            continue
+        units += [(s, None) for s in split_sentences("\n".join(prose))]
+        prose = []
+        block = "\n".join(lines[i : end + 1])
+        if end + 1 < len(lines) and is_marker_line(lines[end + 1]):
+            units.append((f"{block}\n{lines[end + 1]}", block))
+            end += 1
+        i = end + 1
+    units += [(s, None) for s in split_sentences("\n".join(prose))]
+    return units
 
 
 def cited_sentences(text: str) -> list[CitedSentence]:
-    """Sentences of ``text`` that cite something, each with its distinct numbers."""
+    """Sentences (and code blocks) of ``text`` that cite something, each with its
+    distinct numbers."""
     out = []
-    for sentence in split_sentences(text):
-        numbers = tuple(dict.fromkeys(marker_numbers(sentence)))
-        if numbers:
-            out.append(CitedSentence(sentence, strip_markers(sentence), numbers))
+    for sentence, block in _answer_units(text):
+        marked = sentence if block is None else sentence[len(block) :]
+        numbers = tuple(dict.fromkeys(marker_numbers(marked)))
+        if not numbers:
+            continue
+        if block is not None:
+            out.append(CitedSentence(sentence, block, numbers, block))
+        else:
+            out.append(
+                CitedSentence(sentence, strip_markers(sentence), numbers, remove_markers(sentence))
+            )
     return out
 
 
@@ -221,17 +269,22 @@ def _chunk_units(cand: Candidate) -> list[str]:
     return [*units, whole] if whole else units
 
 
-def _squash(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip(".!?;:")
+_LIST_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 
 
-def is_quote(claim: str, cand: Candidate) -> bool:
-    """Whether ``claim`` (four content words or more) is quoted verbatim from the chunk:
-    supported by definition, no embedding needed (every extractive sentence is one)."""
-    if len(content_words(claim)) < 4:
+def is_quote(quote: str, cand: Candidate) -> bool:
+    """Whether ``quote`` (four content words or more; citation markers already
+    removed) occurs in the chunk's text as it is, whitespace runs aside: supported by
+    definition, no embedding needed (every extractive quote is one). A list item's
+    bullet and the final punctuation may differ (an answer's list is its own)."""
+    if len(content_words(quote)) < 4:
         return False
-    prose = " ".join(_squash(u) for u in prose_sentences(chunk_body(cand)))
-    return _squash(claim) in prose
+    chunk = " ".join(cand.text.split())
+    flat = " ".join(quote.split())
+    if flat in chunk:
+        return True
+    bare = _LIST_MARK.sub("", flat).rstrip(".!?;:")
+    return bool(bare) and bare in chunk
 
 
 def _closest_units(cand: Candidate, claims: Sequence[str], limit: int) -> list[str]:
@@ -311,8 +364,17 @@ class CitationVerifier:
             if (src := sources(n)) is not None
         ]
         details = {"threshold": f"{self._threshold:g}", "checked": str(len(pairs))}
-        quoted = {i for i, (cs, src) in enumerate(pairs) if is_quote(cs.claim, src.candidate)}
-        to_embed = [p for i, p in enumerate(pairs) if i not in quoted]
+        injected = {
+            i
+            for i, (cs, src) in enumerate(pairs)
+            if src.candidate.injection_flagged and screen(cs.quote)
+        }
+        quoted = {
+            i
+            for i, (cs, src) in enumerate(pairs)
+            if i not in injected and is_quote(cs.quote, src.candidate)
+        }
+        to_embed = [p for i, p in enumerate(pairs) if i not in quoted | injected]
         fallback_reason = ""
         dependency = ""
         vectors: dict[str, Vector] | None = None
@@ -334,6 +396,9 @@ class CitationVerifier:
                     dependency = error.dependency or "embedder"
         citations = []
         for i, (cs, src) in enumerate(pairs):
+            if i in injected:
+                citations.append(Citation(src.number, cs.sentence, Verification.UNSUPPORTED, 0.0))
+                continue
             if i in quoted:
                 citations.append(Citation(src.number, cs.sentence, Verification.SUPPORTED, 1.0))
                 continue
@@ -347,6 +412,8 @@ class CitationVerifier:
             citations.append(Citation(src.number, cs.sentence, status, round(score, 4)))
         if quoted:
             details["verbatim"] = str(len(quoted))
+        if injected:
+            details["repeats_injection"] = str(len(injected))
         for status in Verification:
             details[status.value] = str(sum(c.status is status for c in citations))
         ms = (time.perf_counter() - started) * 1e3

@@ -1,13 +1,21 @@
 """The extractive answer, used when no LLM is configured (or the LLM failed): the
-sentences of the top excerpts that best match the question, quoted verbatim, each
-with its [n] citation, and labelled extractive (mode and stage report).
+units of the top excerpts that best match the question (prose sentences, list items,
+fenced code blocks; see stages.quotes), quoted verbatim, each with its [n] citation,
+and labelled extractive (mode and stage report).
 
-Sentences are scored against the query with the embedder (cosine, query vs passage
-sentences) blended with the share of the query's content words they contain; with
-the embedder down, the word share alone. Because every sentence is quoted from the
-chunk it cites, each citation verifies.
+Units are scored against the query with the embedder (cosine, query vs the unit's
+plain text) blended with the share of the query's content words they contain; with
+the embedder down, the word share alone. Each unit is quoted as the chunk it cites
+has it: with the markers removed, the answer is the chunk's own text (whitespace runs
+aside), so each citation verifies as a quote.
 
-A sentence scoring under ``min_score`` (embedder scoring only) is never quoted; when
+A passage flagged by the injection screen is never quoted: its text was written to
+be read as instructions, and an answer that quotes it repeats them to the user as
+the answer. When only flagged passages had something to quote, the answer declines
+and says so. A unit holding text that reads as a citation marker ("x[1]") is never
+quoted either: its brackets would be taken for citations.
+
+A unit scoring under ``min_score`` (embedder scoring only) is never quoted; when
 even the best one does, the stage answers nothing and the chain declines: retrieval
 always returns *something* through BM25 for a question the collection has nothing on,
 and quoting its best sentences reads as an answer. With MiniLM on samples/corpus
@@ -29,10 +37,29 @@ from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.domain import NumberedSource, StageReport
 from groundwire_orchestrator.stages.passages import PassageVectors, model_of
-from groundwire_orchestrator.stages.text import chunk_body, content_words, overlap, prose_sentences
+from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
+from groundwire_orchestrator.stages.quotes import Unit, cite, cite_unit, quotable_units
+from groundwire_orchestrator.stages.text import (
+    MARKER,
+    chunk_body,
+    content_words,
+    overlap,
+    strip_markers,
+)
+
+__all__ = ["FLAGGED_ONLY", "ExtractiveAnswerStage", "ExtractiveInput", "cite"]
 
 SEMANTIC_WEIGHT = 0.7
 LEXICAL_WEIGHT = 0.3
+MAX_UNIT_CHARS = 400
+MAX_CODE_CHARS = 800
+MAX_CODE_LINES = 16
+
+FLAGGED_ONLY = (
+    f"{DECLINE_PREFIX}: the only passages that matched were flagged as possible prompt "
+    "injection (text addressed to an AI model), and flagged passages are never quoted."
+)
+"""The answer when every passage with something to quote was flagged."""
 
 
 @dataclass(frozen=True)
@@ -45,17 +72,44 @@ class ExtractiveInput:
 
 
 @dataclass(frozen=True)
-class _Sentence:
+class _Candidate:
     number: int
-    position: int
-    text: str
+    unit: Unit
+    scored: str
+    flagged: bool
+    """The text scored against the query: the unit without Markdown markup (a code
+    block: its introducing line and its code)."""
 
 
-def _candidate_sentences(src: NumberedSource) -> list[_Sentence]:
+def _quotable(unit: Unit) -> bool:
+    if MARKER.search(unit.text):  # "x[1]" would be read as a citation
+        return False
+    if unit.kind == "code":
+        lines = unit.text.count("\n") + 1
+        return (
+            len(unit.text) <= MAX_CODE_CHARS
+            and lines <= MAX_CODE_LINES
+            and len(content_words(unit.text)) >= 3
+        )
+    plain = strip_markers(unit.text)
+    return (
+        len(plain.split()) >= 5
+        and len(unit.text) <= MAX_UNIT_CHARS
+        and unit.text.rstrip()[-1] not in ":;,"
+    )
+
+
+def _candidates(src: NumberedSource) -> list[_Candidate]:
     out = []
-    for i, sentence in enumerate(prose_sentences(chunk_body(src.candidate))):
-        if len(sentence.split()) >= 5 and len(sentence) <= 400 and sentence[-1] not in ":;,":
-            out.append(_Sentence(src.number, i, sentence))
+    for unit in quotable_units(chunk_body(src.candidate)):
+        if not _quotable(unit):
+            continue
+        if unit.kind == "code":
+            code = "\n".join(unit.text.splitlines()[1:-1])
+            scored = f"{strip_markers(unit.context)}\n{code}".strip()
+        else:
+            scored = strip_markers(unit.text)
+        out.append(_Candidate(src.number, unit, scored, src.candidate.injection_flagged))
     return out
 
 
@@ -66,14 +120,20 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def cite(sentence: str, number: int) -> str:
-    """``sentence`` with ``[number]`` before its final punctuation."""
-    body = sentence.rstrip()
-    end = len(body)
-    while end and body[end - 1] in ".!?\"')\u201d\u2019":
-        end -= 1
-    tail = body[end:] or "."
-    return f"{body[:end]} [{number}]{tail}"
+def compose(quoted: Sequence[tuple[Unit, int]]) -> str:
+    """The answer text of cited units, in the given order: consecutive sentences, and
+    consecutive list items, one per line (a paragraph, a list); a code block, and a
+    change between prose and list, starts a new block (blank line)."""
+    blocks: list[list[str]] = []
+    last_kind = ""
+    for unit, number in quoted:
+        line = cite_unit(unit, number)
+        if unit.kind == last_kind and unit.kind != "code" and blocks:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+        last_kind = unit.kind
+    return "\n\n".join("\n".join(b) for b in blocks)
 
 
 class ExtractiveAnswerStage:
@@ -102,42 +162,51 @@ class ExtractiveAnswerStage:
         self._min_score = min_score
 
     async def _semantic(
-        self, query: str, sentences: Sequence[_Sentence]
+        self, query: str, candidates: Sequence[_Candidate]
     ) -> list[float] | None:
         if self._embedder is None or self._passages is None:
             return None
-        texts = [x.text for x in sentences]
+        texts = [x.scored for x in candidates]
         q, got = await asyncio.gather(
             self._embedder.embed([query], query=True),
-            self._passages.get(texts),  # chunk sentences: kept
+            self._passages.get(texts),  # chunk text: kept
         )
         qv = q[0].dense
         if qv is None:
             return None
         vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
-        return [_cosine(qv, vectors[x.text]) if x.text in vectors else 0.0 for x in sentences]
+        return [_cosine(qv, vectors[t]) if t in vectors else 0.0 for t in texts]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:
-        """The cited extractive answer ("" when no excerpt has a usable sentence)."""
+        """The cited extractive answer: "" when no excerpt has a usable unit, or
+        FLAGGED_ONLY when only passages flagged by the injection screen had one."""
         started = time.perf_counter()
-        sentences = [
-            s for src in inp.sources[: self._from_sources] for s in _candidate_sentences(src)
-        ]
-        details = {"mode": "extractive", "sentences_considered": str(len(sentences))}
-        if not sentences:
-            details["sentences"] = "0"
+        top = inp.sources[: self._from_sources]
+        # flagged passages are scored like the rest (to tell the reader when only they
+        # matched) but never quoted
+        candidates = [c for src in top for c in _candidates(src)]
+        details = {"mode": "extractive", "sentences_considered": str(len(candidates))}
+        flagged = [str(s.number) for s in top if s.candidate.injection_flagged]
+        if flagged:
+            details["flagged_not_quoted"] = ", ".join(flagged)
+
+        def finish(answer: str) -> tuple[str, StageReport]:
             ms = (time.perf_counter() - started) * 1e3
-            return "", StageReport("answer", ms, True, inp.reason, inp.dependency, details)
+            return answer, StageReport("answer", ms, True, inp.reason, inp.dependency, details)
+
+        if not candidates:
+            details["sentences"] = "0"
+            return finish("")
         query_words = content_words(inp.query)
-        lexical = [overlap(query_words, content_words(s.text)) for s in sentences]
-        if len(sentences) > self._max_embedded:
-            # only the sentences sharing most words with the query are embedded (cost)
-            keep = sorted(range(len(sentences)), key=lambda i: (-lexical[i], i))
+        lexical = [overlap(query_words, content_words(c.scored)) for c in candidates]
+        if len(candidates) > self._max_embedded:
+            # only the units sharing most words with the query are embedded (cost)
+            keep = sorted(range(len(candidates)), key=lambda i: (-lexical[i], i))
             keep = sorted(keep[: self._max_embedded])
-            sentences = [sentences[i] for i in keep]
+            candidates = [candidates[i] for i in keep]
             lexical = [lexical[i] for i in keep]
         try:
-            semantic = await self._semantic(inp.query, sentences)
+            semantic = await self._semantic(inp.query, candidates)
             details["scoring"] = "embedder + word overlap" if semantic else "word overlap"
         except GroundwireError as error:
             semantic = None
@@ -146,19 +215,21 @@ class ExtractiveAnswerStage:
             SEMANTIC_WEIGHT * semantic[i] + LEXICAL_WEIGHT * lexical[i]
             if semantic
             else lexical[i]
-            for i in range(len(sentences))
+            for i in range(len(candidates))
         ]
         best = max(scores)
         details["best_score"] = f"{best:.3f}"
-        ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
-        if semantic:  # a weak sentence is never quoted; with none left, nothing is
+        ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+        if semantic:  # a weak unit is never quoted; with none left, nothing is
             ranked = [i for i in ranked if scores[i] >= self._min_score]
             if not ranked:
                 details["declined"] = f"best sentence score {best:.3f} < {self._min_score}"
+        matched_flagged = any(candidates[i].flagged for i in ranked)
+        ranked = [i for i in ranked if not candidates[i].flagged]
         chosen: list[int] = []
         per: dict[int, int] = {}
         for i in ranked:
-            n = sentences[i].number
+            n = candidates[i].number
             if per.get(n, 0) >= self._per_source:
                 continue
             chosen.append(i)
@@ -166,9 +237,11 @@ class ExtractiveAnswerStage:
             if len(chosen) == self._max_sentences:
                 break
         # read in the excerpts' order: by source number, then position in the chunk
-        chosen.sort(key=lambda i: (sentences[i].number, sentences[i].position))
-        answer = " ".join(cite(sentences[i].text, sentences[i].number) for i in chosen)
+        chosen.sort(key=lambda i: (candidates[i].number, candidates[i].unit.position))
+        answer = compose([(candidates[i].unit, candidates[i].number) for i in chosen])
         details["sentences"] = str(len(chosen))
         details["scores"] = ", ".join(f"{scores[i]:.3f}" for i in chosen)
-        ms = (time.perf_counter() - started) * 1e3
-        return answer, StageReport("answer", ms, True, inp.reason, inp.dependency, details)
+        if not chosen and matched_flagged:
+            details["declined"] = "only passages flagged as possible injection matched"
+            return finish(FLAGGED_ONLY)
+        return finish(answer)

@@ -35,14 +35,16 @@ STOPWORDS = frozenset(
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``; a line break always ends one, and citation markers that
-    follow a sentence's final punctuation ("… done. [2]") stay with that sentence."""
+    follow a sentence's final punctuation ("… done. [2]") stay with that sentence. A
+    list item's number ("3. …") belongs to its first sentence."""
     sentences: list[str] = []
     for raw_line in text.splitlines():
         line = raw_line.strip()
         if not line:
             continue
         start = 0
-        for match in _BOUNDARY.finditer(line):
+        item = _LIST_MARK.match(line)
+        for match in _BOUNDARY.finditer(line, item.end() if item else 0):
             piece = line[start : match.end()].strip()
             if piece:
                 sentences.append(piece)

@@ -95,7 +95,9 @@ class TokenizeRequest(_message.Message):
     def __init__(self, texts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TokenizeResponse(_message.Message):
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "truncated")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     counts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, counts: _Optional[_Iterable[int]] = ...) -> None: ...
+    truncated: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, counts: _Optional[_Iterable[int]] = ..., truncated: _Optional[_Iterable[bool]] = ...) -> None: ...

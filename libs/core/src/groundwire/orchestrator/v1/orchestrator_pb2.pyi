@@ -67,18 +67,20 @@ class FieldFilter(_message.Message):
     def __init__(self, field: _Optional[str] = ..., any_of: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("collection", "messages", "filters", "listwise_rerank", "max_agent_steps")
+    __slots__ = ("collection", "messages", "filters", "listwise_rerank", "max_agent_steps", "instructions")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     LISTWISE_RERANK_FIELD_NUMBER: _ClassVar[int]
     MAX_AGENT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     filters: _containers.RepeatedCompositeFieldContainer[FieldFilter]
     listwise_rerank: bool
     max_agent_steps: int
-    def __init__(self, collection: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., listwise_rerank: _Optional[bool] = ..., max_agent_steps: _Optional[int] = ...) -> None: ...
+    instructions: str
+    def __init__(self, collection: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., listwise_rerank: _Optional[bool] = ..., max_agent_steps: _Optional[int] = ..., instructions: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
     __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged")
@@ -193,12 +195,24 @@ class SearchRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "stages")
+    __slots__ = ("results", "stages", "llm_usage")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    LLM_USAGE_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[Source]
     stages: _containers.RepeatedCompositeFieldContainer[_common_pb2.StageReport]
-    def __init__(self, results: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., stages: _Optional[_Iterable[_Union[_common_pb2.StageReport, _Mapping]]] = ...) -> None: ...
+    llm_usage: LlmUsage
+    def __init__(self, results: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., stages: _Optional[_Iterable[_Union[_common_pb2.StageReport, _Mapping]]] = ..., llm_usage: _Optional[_Union[LlmUsage, _Mapping]] = ...) -> None: ...
+
+class LlmUsage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens", "estimated")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    estimated: bool
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., estimated: _Optional[bool] = ...) -> None: ...
 
 class DependenciesRequest(_message.Message):
     __slots__ = ()

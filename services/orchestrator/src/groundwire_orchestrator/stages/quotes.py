@@ -1,0 +1,164 @@
+"""Quotable units of a chunk, taken verbatim, and the citation markers around them.
+
+The extractive answer quotes a chunk's own text: a prose sentence, a list item (its
+bullet kept) or a fenced code block (its fences kept). A unit's ``text`` holds every
+character of the chunk's text from its start to its end; only whitespace runs are
+made single spaces in sentences and list items (a line wrapped inside a paragraph is a
+space in Markdown too). A code block is copied exactly, line breaks and indentation
+included.
+
+What is not a unit: headings, tables, block quotes, indented code, and a fenced block
+the chunk cuts before its closing fence (half a block would read as a whole one).
+
+Citation markers: a sentence or a list item gets ``[n]`` before its final punctuation
+("Keys are limited [2]."); a code block gets a line of its own right after its closing
+fence (a marker on a fence line would change the fence). :func:`remove_markers` takes
+markers out again without touching any other character, so a quote with its markers
+removed is the chunk's text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from groundwire_orchestrator.stages.text import MARKER, split_sentences
+
+UnitKind = Literal["sentence", "item", "code"]
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_ITEM = re.compile(r"^\s{0,12}(?:[-*+\u2022]|\d{1,3}[.)])\s+\S")
+_SPACED_MARKER = re.compile(r"[ \t]*" + MARKER.pattern)
+_MARKER_LINE = re.compile(r"^\s*(?:" + MARKER.pattern + r"\s*)+$")
+_FINAL = ".!?\"')\u201d\u2019"
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: UnitKind
+    text: str
+    """As it reads in the chunk (whitespace runs as one space, except in code)."""
+    position: int
+    """Order in the chunk."""
+    context: str = ""
+    """A code block's introducing line ("Install it with pip:"), for scoring only."""
+
+
+def _closing(fence: str, line: str) -> bool:
+    stripped = line.strip()
+    return (
+        len(line) - len(line.lstrip(" ")) <= 3
+        and stripped.startswith(fence[0] * len(fence))
+        and not stripped.strip(fence[0])
+    )
+
+
+def quotable_units(text: str) -> list[Unit]:
+    """The chunk body's sentences, list items and complete fenced code blocks, in order
+    (see the module docstring for what is left out)."""
+    units: list[Unit] = []
+    lines = text.splitlines()
+    paragraph: list[str] = []
+    item: list[str] = []
+
+    def add(kind: UnitKind, unit_text: str, context: str = "") -> None:
+        units.append(Unit(kind, unit_text, len(units), context))
+
+    def flush() -> None:
+        """Ends the open paragraph or list item."""
+        if paragraph:
+            for sentence in split_sentences(" ".join(" ".join(paragraph).split())):
+                add("sentence", sentence)
+            paragraph.clear()
+        if item:
+            add("item", " ".join(" ".join(item).split()))
+            item.clear()
+
+    i = 0
+    previous_blank = True
+    recent = ""  # the last prose line: a code block's introduction ("Run:")
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            end = next(
+                (j for j in range(i + 1, len(lines)) if _closing(fence.group(1), lines[j])), None
+            )
+            if end is None:  # cut by the chunk boundary: not quotable
+                break
+            if end > i + 1:
+                add("code", "\n".join(lines[i : end + 1]), recent)
+            i, previous_blank, recent = end + 1, False, ""
+            continue
+        if not stripped or stripped.startswith("#"):
+            flush()  # a blank line or a heading ends a paragraph
+            recent = recent if not stripped else ""
+        elif stripped.startswith(("|", ">", "<")) or (
+            previous_blank and line.startswith("    ") and not item
+        ):
+            flush()
+            recent = ""
+            # a table, block quote, HTML or indented code: skipped up to a blank line
+            while i + 1 < len(lines) and lines[i + 1].strip() and not _FENCE.match(lines[i + 1]):
+                i += 1
+        elif _ITEM.match(line):
+            flush()
+            item.append(stripped)
+            recent = stripped
+        elif item:
+            item.append(stripped)  # a wrapped item line
+            recent = stripped
+        else:
+            paragraph.append(stripped)
+            recent = stripped
+        previous_blank = not stripped
+        i += 1
+    flush()
+    return units
+
+
+def cite(sentence: str, number: int) -> str:
+    """``sentence`` with `` [number]`` before its final punctuation (at its end when it
+    has none: nothing is added to the quote but the marker)."""
+    body = sentence.rstrip()
+    end = len(body)
+    while end and body[end - 1] in _FINAL:
+        end -= 1
+    head = body[:end].rstrip()
+    # a space before the punctuation ("says .") stays after the marker, so removing
+    # " [n]" gives the sentence back
+    return f"{head} [{number}]{body[len(head) :]}"
+
+
+def cite_unit(unit: Unit, number: int) -> str:
+    """The unit as the answer quotes it, cited: each sentence of a prose unit or list
+    item carries the marker (a reader, and the citation check, take a sentence without
+    one for an uncited claim); a code block is followed by a line with the marker."""
+    if unit.kind == "code":
+        return f"{unit.text}\n[{number}]"
+    return " ".join(cite(s, number) for s in split_sentences(unit.text))
+
+
+def remove_markers(text: str) -> str:
+    """``text`` without its citation markers and the spaces right before them; every
+    other character is kept."""
+    return _SPACED_MARKER.sub("", text)
+
+
+def is_marker_line(line: str) -> bool:
+    """Whether ``line`` holds citation markers only (a code block's citation)."""
+    return bool(_MARKER_LINE.match(line))
+
+
+def fence_of(line: str) -> str | None:
+    """The fence a line opens ("```", "~~~~"), or None."""
+    match = _FENCE.match(line)
+    return match.group(1) if match else None
+
+
+def closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes a block opened with ``fence``."""
+    return _closing(fence, line)
