@@ -255,7 +255,13 @@ class FakeOrchestrator(ogrpc.OrchestratorServiceServicer):  # type: ignore[misc]
         with self.lock:
             self.searches += 1
         limit = request.limit or 10
-        return opb.SearchResponse(results=SOURCES[:limit], stages=STAGES[1:3])
+        # an analysis call, and a listwise call on top with reasons (made-up counts)
+        spent = opb.LlmUsage(
+            input_tokens=600 if request.reasons else 200,
+            output_tokens=150 if request.reasons else 50,
+            estimated=True,
+        )
+        return opb.SearchResponse(results=SOURCES[:limit], stages=STAGES[1:3], llm_usage=spent)
 
     def Dependencies(self, request: Any, context: Any) -> Any:
         return opb.DependenciesResponse(
@@ -279,6 +285,20 @@ class FakeRetriever(rgrpc.RetrieverServiceServicer):  # type: ignore[misc]
             "docs": ["source_id", "doc_type", "title"],
             "notes": ["source_id", "doc_type", "title", "team"],
         }
+        self.storage_warning = ""  # non-empty: a low data disk (Info says so, writes fail)
+
+    def Info(self, request: Any, context: Any) -> Any:
+        return rpb.InfoResponse(
+            engine="edge", location="/data/qdrant", storage_warning=self.storage_warning
+        )
+
+    def _refuse_if_low(self, context: Any) -> None:
+        """What the real retriever's interceptor sends for InsufficientStorage."""
+        if self.storage_warning:
+            context.set_trailing_metadata(
+                (("gw-error-code", "insufficient_storage"), ("gw-retry-after", "60"))
+            )
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.storage_warning)
 
     def _collection(self, name: str) -> Any:
         return rpb.Collection(
@@ -320,6 +340,7 @@ class FakeRetriever(rgrpc.RetrieverServiceServicer):  # type: ignore[misc]
             return rpb.DropCollectionResponse()
 
     def Ingest(self, request: Any, context: Any) -> Iterator[Any]:
+        self._refuse_if_low(context)
         with self.lock:
             if request.collection not in self.collections:
                 if not request.create_collection:
@@ -344,6 +365,29 @@ class FakeRetriever(rgrpc.RetrieverServiceServicer):  # type: ignore[misc]
             if request.collection not in self.collections:
                 self._missing(context, request.collection)
         return rpb.DeleteBySourceResponse(deleted=1)
+
+    def ListSources(self, request: Any, context: Any) -> Any:
+        with self.lock:
+            if request.collection not in self.collections:
+                self._missing(context, request.collection)
+        return rpb.ListSourcesResponse(
+            sources=[rpb.SourceSummary(source_id="guide/install.md", title="Install", chunks=2)],
+            total=1,
+        )
+
+    def ReadSource(self, request: Any, context: Any) -> Any:
+        with self.lock:
+            if request.collection not in self.collections:
+                self._missing(context, request.collection)
+        if request.source_id != "guide/install.md":
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no source '{request.source_id}'")
+        return rpb.ReadSourceResponse(
+            chunks=[
+                rpb.Chunk(chunk_id=f"c{i}", source_id=request.source_id, text=f"Step {i}.")
+                for i in range(2)
+            ],
+            total=2,
+        )
 
 
 @dataclass

@@ -43,6 +43,7 @@ def test_redis_outage_follows_the_configured_policy(
         "SEARCH_RATE_LIMIT_PER_MIN": str(LIMIT),
         "RATE_LIMIT_PER_MIN": "100",
         "REDIS_RETRY_S": "0.5",
+        "HEALTH_CACHE_S": "0",  # each health call looks again (no 1 s staleness)
     }
     (open_gw,) = gateways.start(**common, REDIS_FAILURE_POLICY="open")
     (closed_gw,) = gateways.start(**common, REDIS_FAILURE_POLICY="closed")

@@ -1,6 +1,7 @@
 """Acceptance: 200 concurrent requests from one client against a limit of 50, spread
 over TWO gateway processes sharing one real Redis: exactly 50 admitted, the other
-150 refused with 429 and Retry-After; the daily quota counts only the admitted."""
+150 refused with 429 and Retry-After; the daily quotas (one bucket for callers
+without a key, one per tenant) count only the admitted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import redis
 
 LIMIT = 50
 BURST = 200
-QUOTA = 60
+QUOTA = 60  # anonymous callers, together
+TENANT_QUOTA = 20
 SECOND_CLIENT_KEY = "second-client-key-42"
 
 
@@ -42,7 +44,8 @@ def test_two_replicas_admit_exactly_the_limit(
         **fake_upstream.env(),
         REDIS_URL=redis_server.url,
         SEARCH_RATE_LIMIT_PER_MIN=str(LIMIT),
-        DAILY_QUOTA=str(QUOTA),
+        ANONYMOUS_DAILY_QUOTA=str(QUOTA),
+        DAILY_QUOTA=str(TENANT_QUOTA),
         API_KEYS=f"second:{SECOND_CLIENT_KEY}",
         REDIS_MAX_CONNECTIONS="16",
     )
@@ -67,18 +70,19 @@ def test_two_replicas_admit_exactly_the_limit(
     )
     assert rejected == BURST - LIMIT
 
-    # The quota spent only the admitted requests (Redis's own counter) ...
+    # The anonymous bucket spent only the admitted requests (Redis's own counter) ...
     store = redis.Redis.from_url(redis_server.url)
-    assert int(store.hget("gw:{limits}:quota", "used") or 0) == LIMIT
-    # ... so another client (an API key: its own rate window) still gets the rest of it.
+    assert int(store.hget("gw:{limits}:quota:anonymous", "used") or 0) == LIMIT
+    # ... and a tenant (an API key: its own rate window) has a quota of its own.
     headers = {"authorization": f"Bearer {SECOND_CLIENT_KEY}"}
     codes = []
-    for i in range(QUOTA - LIMIT + 3):
+    for i in range(TENANT_QUOTA + 3):
         reply = httpx.post(
             f"{urls[i % 2]}/v1/search", json={"query": "more"}, headers=headers, timeout=10
         )
         codes.append((reply.status_code, reply.json().get("error", {}).get("code")))
-    assert codes[: QUOTA - LIMIT] == [(200, None)] * (QUOTA - LIMIT)
-    assert codes[QUOTA - LIMIT :] == [(429, "quota_exceeded")] * 3
-    assert int(store.hget("gw:{limits}:quota", "used") or 0) == QUOTA
+    assert codes[:TENANT_QUOTA] == [(200, None)] * TENANT_QUOTA
+    assert codes[TENANT_QUOTA:] == [(429, "quota_exceeded")] * 3
+    assert int(store.hget("gw:{limits}:quota:tenant:second", "used") or 0) == TENANT_QUOTA
+    assert int(store.hget("gw:{limits}:quota:anonymous", "used") or 0) == LIMIT
     store.close()

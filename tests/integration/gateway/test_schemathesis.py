@@ -30,6 +30,7 @@ def gateway(gateways: Any, fake_upstream: Any) -> Any:
         RATE_LIMIT_PER_MIN="0",
         SEARCH_RATE_LIMIT_PER_MIN="0",
         DAILY_QUOTA="0",
+        ANONYMOUS_DAILY_QUOTA="0",
         TOKEN_BUDGET_PER_DAY="0",
         COLLECTION_CACHE_S="0",
     )

@@ -15,7 +15,8 @@ RETRIEVER = "groundwire.retriever.v1.RetrieverService"
 def test_a_retriever_that_is_not_ready_makes_the_gateway_down(
     gateways: Any, fake_upstream: Any, redis_server: Any
 ) -> None:
-    (gw,) = gateways.start(**fake_upstream.env(), REDIS_URL=redis_server.url)
+    # no health cache: each call below must see the change made just before it
+    (gw,) = gateways.start(**fake_upstream.env(), REDIS_URL=redis_server.url, HEALTH_CACHE_S="0")
     assert httpx.get(f"{gw.url}/v1/health", timeout=10).json()["status"] == "ok"
     fake_upstream.health.set(RETRIEVER, health_pb2.HealthCheckResponse.NOT_SERVING)
     try:

@@ -15,7 +15,7 @@ from groundwire_core.errors import AlreadyExists, GroundwireError, NotFound
 from groundwire_gateway import models
 from groundwire_gateway.app import create_app
 from groundwire_gateway.settings import GatewaySettings
-from groundwire_gateway.state import UpstreamApi
+from groundwire_gateway.state import SearchReply, UpstreamApi
 
 SERVING = models.DependencyOut(status="serving", target="127.0.0.1:1")
 
@@ -110,7 +110,13 @@ class FakeUpstream:
         self.script: list[models.AskEvent | BaseException] = default_script()
         self.delay_s = 0.0
         self.list_calls = 0
+        self.health_calls = 0
+        self.health_delay_s = 0.0
+        self.search_llm_tokens = 0
         self.ingested: list[tuple[str, models.IngestBody, list[tuple[str, bytes]]]] = []
+        self.source_pages: list[tuple[str, str, int]] = []
+        self.reads: list[tuple[str, str]] = []
+        self.documents: dict[str, models.StoredDocument] = {}
         self.collections: dict[str, models.CollectionOut] = {}
         for name, extra in (("docs", []), ("team_notes-2", ["type"])):
             self.add_collection(name, extra)
@@ -140,9 +146,7 @@ class FakeUpstream:
         if self.error is not None:
             raise self.error
 
-    async def search(
-        self, body: models.SearchBody, collection: str
-    ) -> tuple[list[models.SearchResult], list[models.StageOut]]:
+    async def search(self, body: models.SearchBody, collection: str) -> SearchReply:
         self.calls.append((body, collection, current_request_id()))
         self._fail()
         result = models.SearchResult(
@@ -155,7 +159,11 @@ class FakeUpstream:
             url="https://example.com",
             text="Run it.",
         )
-        return [result], [models.StageOut(name="retrieve", ms=1.5, fallback=False)]
+        return SearchReply(
+            [result],
+            [models.StageOut(name="retrieve", ms=1.5, fallback=False)],
+            llm_tokens=self.search_llm_tokens,
+        )
 
     def ask(
         self,
@@ -165,6 +173,7 @@ class FakeUpstream:
         *,
         listwise_rerank: bool = False,
         max_agent_steps: int = 0,
+        instructions: str = "",
     ) -> FakeStream:
         self.asks.append(
             {
@@ -173,6 +182,7 @@ class FakeUpstream:
                 "filters": [(f.field, f.any_of) for f in filters],
                 "listwise_rerank": listwise_rerank,
                 "max_agent_steps": max_agent_steps,
+                "instructions": instructions,
             }
         )
         self.asked.set()
@@ -232,7 +242,43 @@ class FakeUpstream:
             raise NotFound(f"no collection '{collection}'")
         return 2
 
+    async def list_sources(
+        self, collection: str, page_token: str = "", limit: int = 100
+    ) -> models.SourceList:
+        self._fail()
+        self.source_pages.append((collection, page_token, limit))
+        if collection not in self.collections:
+            raise NotFound(f"no collection '{collection}'")
+        return models.SourceList(
+            collection=collection,
+            sources=[
+                models.SourceOut(
+                    source_id="a/index.html",
+                    title="A",
+                    url="",
+                    doc_type="",
+                    chunks=2,
+                    content_hash="ab" * 32,
+                    ingested_at=1.0,
+                )
+            ],
+            next_page_token="a/index.html",
+            total=2,
+        )
+
+    async def read_source(self, collection: str, source_id: str) -> models.StoredDocument:
+        self._fail()
+        self.reads.append((collection, source_id))
+        if collection not in self.collections:
+            raise NotFound(f"no collection '{collection}'")
+        if source_id not in self.documents:
+            raise NotFound(f"collection '{collection}' has no source '{source_id}'")
+        return self.documents[source_id].model_copy(update={"collection": collection})
+
     async def health(self) -> dict[str, models.DependencyOut]:
+        self.health_calls += 1
+        if self.health_delay_s:
+            await asyncio.sleep(self.health_delay_s)
         return dict(self.deps)
 
 

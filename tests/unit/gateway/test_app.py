@@ -267,12 +267,22 @@ async def test_wrong_method_is_405_json(client: httpx.AsyncClient) -> None:
 
 
 async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
-    response = await client.get("/healthz", headers={"x-request-id": "abc-123"})
-    assert response.status_code == 200
-    assert response.headers["x-request-id"] == "abc-123"
+    for rid in ("abc-123", "A.b_C-9", "x" * 128):
+        response = await client.get("/healthz", headers={"x-request-id": rid})
+        assert response.status_code == 200
+        assert response.headers["x-request-id"] == rid
 
 
-@pytest.mark.parametrize("bad", ["x" * 65, "tab\there"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "x" * 129,
+        "tab\there",
+        "abc rid=forged trace=0af7651916cd43dd",  # would forge log fields
+        'quote"d',
+        "semi;colon",
+    ],
+)
 async def test_unusable_request_id_is_replaced(client: httpx.AsyncClient, bad: str) -> None:
     response = await client.post("/v1/search", json={"query": ""}, headers={"x-request-id": bad})
     rid = response.headers["x-request-id"]

@@ -63,11 +63,14 @@ async def test_concurrent_misses_share_one_fetch_and_the_cache_expires() -> None
     assert retriever.lists == 2
 
 
-async def test_rejections_name_what_exists() -> None:
+async def test_rejections_name_what_exists_only_when_revealed() -> None:
     retriever = Retriever()
     catalog = Catalog(retriever.list_collections, retriever.describe, ttl_s=5)
     with pytest.raises(NotFound, match=r"no collection 'nope' \(known: docs\)"):
+        await catalog.check("nope", reveal=True)
+    with pytest.raises(NotFound) as hidden:  # an anonymous caller: no enumeration
         await catalog.check("nope")
+    assert hidden.value.message == "no collection 'nope'"
     with pytest.raises(InvalidInput, match="'colour' is not a filterable field of 'docs'"):
         await catalog.check("docs", [models.FieldFilter(field="colour", any_of=["x"])])
     await catalog.check("docs", [models.FieldFilter(field="lang", any_of=["en"])])

@@ -5,6 +5,8 @@ injected failing store: no sockets."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -134,20 +136,21 @@ async def test_idle_windows_are_swept() -> None:
 
 
 class FailingShared:
-    """A shared store that is down until ``up`` is set."""
+    """A shared store that is down until ``up`` is set; counts admissions and pings."""
 
     def __init__(self) -> None:
         self.up = False
         self.local = LocalCounters(Clock())
-        self.calls = 0
+        self.admit_calls = 0
+        self.pings = 0
         self.admitted = 0
 
     def _check(self) -> None:
-        self.calls += 1
         if not self.up:
             raise RedisConnectionError("connection refused")
 
     async def admit(self, ask: Ask) -> Verdict:
+        self.admit_calls += 1
         self._check()
         verdict = await self.local.admit(ask)
         self.admitted += verdict.admitted
@@ -160,56 +163,94 @@ class FailingShared:
         self._check()
 
     async def ping(self) -> None:
+        self.pings += 1
         self._check()
 
 
-def limiter(policy: str, shared: FailingShared, **settings: Any) -> Limiter:
+PROBE_S = 0.02
+
+
+@pytest.fixture
+async def limiters() -> AsyncIterator[list[Limiter]]:
+    """Limiters to stop after the test (their Redis probes are tasks)."""
+    made: list[Limiter] = []
+    yield made
+    for lim in made:
+        await lim.stop()
+
+
+def limiter(made: list[Limiter], policy: str, shared: FailingShared, **settings: Any) -> Limiter:
     s = GatewaySettings(
         redis_url="redis://127.0.0.1:1/0",
         redis_failure_policy=policy,
-        redis_retry_s=0,
+        redis_retry_s=PROBE_S,
         **settings,
     )
-    return Limiter(s, shared=shared)
+    lim = Limiter(s, shared=shared)
+    made.append(lim)
+    return lim
 
 
-async def test_policy_open_falls_back_to_in_process_limits() -> None:
+async def until(predicate: Callable[[], bool], timeout_s: float = 2.0) -> float:
+    """Seconds until ``predicate`` holds (fails after ``timeout_s``)."""
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout_s, "condition never held"
+        await asyncio.sleep(0.005)
+    return time.monotonic() - started
+
+
+async def test_policy_open_falls_back_then_returns_to_shared_counters_by_itself(
+    limiters: list[Limiter],
+) -> None:
     shared = FailingShared()
-    lim = limiter("open", shared, rate_limit_per_min=2)
-    a = lim.ask_for("chat", "ip:x", "public", tokens=5)
-    await lim.admit(a)
+    lim = limiter(limiters, "open", shared, rate_limit_per_min=2)
+    assert str(lim.mode) == "shared"
+    first = await lim.admit(lim.ask_for("chat", "ip:x", "public", tokens=5))
+    assert lim.is_local(first) and lim.mode == "local"
     await lim.admit(lim.ask_for("chat", "ip:x", "public", tokens=5))
     with pytest.raises(RateLimited):  # still limited, per replica
         await lim.admit(lim.ask_for("chat", "ip:x", "public", tokens=5))
-    assert shared.calls == 3  # each tried Redis first (retry window 0)
+    assert shared.admit_calls == 1  # after the failure, requests do not wait on Redis
     ok, _, reason = await lim.ping()
     assert not ok and "redis unreachable" in reason
+    # no traffic at all: the background probe alone notices Redis is back
     shared.up = True
-    ok, _, reason = await lim.ping()
-    assert ok and reason == ""
-    await lim.admit(lim.ask_for("chat", "ip:x", "public", tokens=5))
-    assert shared.admitted == 1  # counted in the shared store again
+    waited = await until(lambda: lim.mode == "shared")
+    assert waited < 10 * PROBE_S + 0.5
+    ticket = await lim.admit(lim.ask_for("chat", "ip:y", "public", tokens=5))
+    assert not lim.is_local(ticket) and shared.admitted == 1  # shared again
 
 
-async def test_policy_closed_refuses_with_503_naming_redis() -> None:
+async def test_the_probe_keeps_trying_while_redis_stays_down(limiters: list[Limiter]) -> None:
     shared = FailingShared()
-    lim = limiter("closed", shared)
+    lim = limiter(limiters, "open", shared)
+    await lim.admit(lim.ask_for("search", "ip:x", "public"))
+    await until(lambda: shared.pings >= 3)
+    assert lim.mode == "local" and shared.admit_calls == 1
+
+
+async def test_policy_closed_refuses_with_503_naming_redis(limiters: list[Limiter]) -> None:
+    shared = FailingShared()
+    lim = limiter(limiters, "closed", shared)
     with pytest.raises(Unavailable) as caught:
         await lim.admit(lim.ask_for("search", "ip:x", "public"))
     assert caught.value.dependency == "redis"
+    assert lim.mode == "unavailable"
     shared.up = True
+    await until(lambda: lim.mode == "shared")
     ticket = await lim.admit(lim.ask_for("search", "ip:x", "public"))
     await lim.release(ticket)
 
 
-async def test_release_never_raises_when_redis_is_gone() -> None:
+async def test_release_never_raises_when_redis_is_gone(limiters: list[Limiter]) -> None:
     shared = FailingShared()
     shared.up = True
-    lim = limiter("open", shared)
+    lim = limiter(limiters, "open", shared)
     ticket = await lim.admit(lim.ask_for("chat", "ip:x", "public", tokens=5))
     shared.up = False
     await lim.release(ticket, answer_tokens=100)
-    assert ticket.released
+    assert ticket.released and lim.mode == "local"
     await lim.release(ticket)  # twice is harmless
 
 
@@ -228,10 +269,10 @@ def test_each_refusal_is_an_overloaded_error_with_its_own_code(
     assert issubclass(cls, Overloaded) and cls.code == reason
 
 
-def test_search_asks_skip_tokens_and_slots() -> None:
+def test_search_asks_spend_the_token_budget_but_hold_no_slot() -> None:
     lim = Limiter(GatewaySettings(token_budget_per_day=100, max_inflight_chats=3))
     search = lim.ask_for("search", "ip:x", "public", tokens=50)
-    assert (search.tokens, search.budget, search.slots) == (0, 0, 0)
+    assert (search.tokens, search.budget, search.slots) == (50, 100, 0)
     assert search.rate == 60
     chat = lim.ask_for("chat", "ip:x", "public", tokens=50)
     assert (chat.tokens, chat.budget, chat.slots, chat.rate) == (50, 100, 3, 15)
@@ -243,24 +284,26 @@ def test_tenant_budget_overrides() -> None:
     assert lim.ask_for("chat", "k", "small").budget == 100
 
 
-async def test_after_a_failure_one_request_probes_redis_and_the_rest_do_not_wait() -> None:
-    shared = FailingShared()
-    lim = limiter("open", shared)
-    await lim.admit(lim.ask_for("search", "ip:x", "public"))  # fails over: Redis is down
-    assert shared.calls == 1
-    release = asyncio.Event()
-    original = shared.admit
+def test_quota_buckets_are_per_tenant_and_one_for_anonymous_callers() -> None:
+    lim = Limiter(GatewaySettings(daily_quota=500, anonymous_daily_quota=20))
+    anonymous = lim.ask_for("search", "ip:1.2.3.4", "public")
+    other_ip = lim.ask_for("chat", "ip:5.6.7.8", "public")
+    keyed = lim.ask_for("search", "key:acme:0123456789ab", "acme")
+    assert (anonymous.quota_bucket, anonymous.quota) == ("anonymous", 20)
+    assert other_ip.quota_bucket == "anonymous"
+    assert (keyed.quota_bucket, keyed.quota) == ("tenant:acme", 500)
 
-    async def slow_admit(ask: Ask) -> Verdict:
-        await release.wait()
-        return await original(ask)
 
-    shared.admit = slow_admit  # type: ignore[method-assign]
-    shared.up = True
-    probe = asyncio.create_task(lim.admit(lim.ask_for("search", "ip:x", "public")))
-    await asyncio.sleep(0.01)
-    # while the probe waits on Redis, others are served in process at once
-    ticket = await asyncio.wait_for(lim.admit(lim.ask_for("search", "ip:y", "public")), 1)
-    assert ticket.counters is not shared
-    release.set()
-    assert (await probe).counters is shared
+async def test_anonymous_callers_cannot_spend_a_tenants_quota() -> None:
+    lim = Limiter(
+        GatewaySettings(daily_quota=5, anonymous_daily_quota=20, search_rate_limit_per_min=0)
+    )
+    for i in range(20):
+        await lim.admit(lim.ask_for("search", f"ip:10.0.0.{i}", "public"))
+    with pytest.raises(QuotaExceeded):
+        await lim.admit(lim.ask_for("search", "ip:10.0.1.1", "public"))
+    for _ in range(5):  # the tenant's own quota is whole
+        await lim.admit(lim.ask_for("search", "key:acme:0123456789ab", "acme"))
+    with pytest.raises(QuotaExceeded):
+        await lim.admit(lim.ask_for("search", "key:acme:0123456789ab", "acme"))
+    await lim.admit(lim.ask_for("search", "key:other:ba9876543210", "other"))

@@ -46,6 +46,8 @@ def test_every_route_is_documented(doc: dict[str, Any]) -> None:
         "/v1/health": {"get"},
         "/healthz": {"get"},
         "/metrics": {"get"},
+        "/v1/admin/collections/{name}/sources": {"get"},
+        "/v1/sources/view": {"get"},
     } == {path: set(ops) for path, ops in doc["paths"].items()}
 
 
@@ -69,3 +71,14 @@ def test_chat_stream_events_are_documented(doc: dict[str, Any]) -> None:
         assert ref.rsplit("/", 1)[-1] in doc["components"]["schemas"]
     messages = doc["components"]["schemas"]["ChatBody"]["properties"]["messages"]
     assert messages["maxItems"] == 20
+
+
+def test_the_upload_body_and_the_source_routes_are_documented(doc: dict[str, Any]) -> None:
+    upload = doc["paths"]["/v1/admin/collections/{name}/files"]["post"]
+    form = upload["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert form["required"] == ["files"] and form["properties"]["files"]["maxItems"] == 100
+    assert {} not in upload["security"]
+    view = doc["paths"]["/v1/sources/view"]["get"]
+    assert {} in view["security"] and "text/html" in view["responses"]["200"]["content"]
+    listing = doc["paths"]["/v1/admin/collections/{name}/sources"]["get"]
+    assert {p["name"] for p in listing["parameters"]} == {"name", "page_token", "limit"}

@@ -11,6 +11,7 @@ import uvicorn
 from groundwire_core.logs import configure_logging
 from groundwire_core.telemetry import setup_telemetry
 from groundwire_gateway.app import create_app
+from groundwire_gateway.protocol import h11_protocol
 from groundwire_gateway.settings import GatewaySettings
 
 log = logging.getLogger("groundwire.gateway")
@@ -27,6 +28,8 @@ async def _serve(settings: GatewaySettings) -> None:
         # X-Forwarded-For decides the client address (rate limits) only from these
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=settings.forwarded_allow_ips or None,
+        # h11 with a deadline on request headers (slow-header clients are cut off)
+        http=h11_protocol(settings.header_timeout_s),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -3,16 +3,21 @@ metrics, and the web page."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from opentelemetry import trace
 from pydantic import BaseModel
@@ -37,7 +42,7 @@ from groundwire_gateway.errors import (
 )
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
-from groundwire_gateway.routes import admin, chat, search, system
+from groundwire_gateway.routes import admin, chat, document_view, search, system
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import GatewayState, UpstreamApi
 from groundwire_gateway.upstream import Upstream
@@ -46,6 +51,15 @@ log = logging.getLogger("groundwire.gateway")
 tracer = trace.get_tracer("groundwire.gateway")
 
 VERSION = "0.1.0"
+# A caller's request id is echoed into logs, headers and trace attributes: only a
+# plain token passes (no spaces, quotes or '=' that could forge log fields).
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+RATE_LIMIT_MODE_HEADER = b"x-ratelimit-mode"
+# Swagger UI and ReDoc served from this gateway (the files ship in the fastapi-offline
+# wheel, MIT; Swagger UI itself is Apache-2.0, ReDoc MIT): /docs works offline and
+# loads nothing from a CDN.
+DOCS_ASSETS = Path(fastapi_offline.__file__).resolve().parent / "static"
+DOCS_ASSETS_URL = "/docs-assets"
 LIMIT_REJECTIONS = (RateLimited, QuotaExceeded, TokenBudgetExceeded, TooManyInflight)
 UPLOAD_SUFFIX = "/files"
 # Schemas only referenced from hand-written parts of the document (the SSE payloads).
@@ -69,14 +83,35 @@ def route_label(scope: Scope) -> str:
     return path if isinstance(path, str) else "unmatched"
 
 
-class RequestContextMiddleware:
-    """Per request: a request id (the caller's or a new one), the deadline, a span,
-    the body size limit, and the request metrics — before any route runs."""
+def logged_path(scope: Scope) -> str:
+    """The path as sent (still percent-encoded), for logs: a decoded path may hold
+    spaces or newlines that would forge log fields or lines."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
 
-    def __init__(self, app: ASGIApp, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
+
+def safe_request_id(incoming: str) -> str | None:
+    """The caller's request id when it is a plain token (``[A-Za-z0-9._-]{1,128}``),
+    else None (a new id is generated)."""
+    return incoming if REQUEST_ID.fullmatch(incoming) else None
+
+
+class RequestContextMiddleware:
+    """Per request: a request id (the caller's if it is a plain token, or a new one),
+    the deadline, a span, the body size limit and read deadline, the limits mode
+    header, and the request metrics — before any route runs."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: GatewaySettings,
+        metrics: GatewayMetrics,
+        limiter: Limiter,
+    ) -> None:
         self._app = app
         self._settings = settings
         self._metrics = metrics
+        self._limiter = limiter
 
     def _timeout_s(self, path: str) -> float:
         if path.startswith("/v1/chat"):
@@ -95,8 +130,7 @@ class RequestContextMiddleware:
             await self._app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        incoming = headers.get(REQUEST_ID_HEADER, "")
-        rid = incoming if 0 < len(incoming) <= 64 and incoming.isprintable() else None
+        rid = safe_request_id(headers.get(REQUEST_ID_HEADER, ""))
         path: str = scope.get("path", "")
         with request_scope(rid, self._timeout_s(path)) as request_id:
             status = 0
@@ -107,10 +141,14 @@ class RequestContextMiddleware:
                     status = message["status"]
                     message.setdefault("headers", [])
                     message["headers"].append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                    # where limits are decided now: "local" means Redis is down and
+                    # this replica counts alone (policy open)
+                    message["headers"].append((RATE_LIMIT_MODE_HEADER, self._limiter.mode.encode()))
                 await send(message)
 
             method = scope.get("method", "")
             name = f"{method} {path}"
+            logged = f"{method} {logged_path(scope)}"
             started = time.perf_counter()
             limit = self._body_limit(path)
             length = headers.get("content-length", "0")
@@ -126,17 +164,34 @@ class RequestContextMiddleware:
                     await response(scope, receive, send_with_id)
                     return
                 received = 0
+                body_done = False
+                body_deadline = asyncio.get_running_loop().time() + self._settings.body_timeout_s
 
                 async def limited_receive() -> Message:
                     # a chunked body has no content-length: count what actually arrives
-                    nonlocal received
-                    message = await receive()
+                    nonlocal received, body_done
+                    if body_done:  # waiting for a disconnect: no deadline
+                        return await receive()
+                    try:
+                        async with asyncio.timeout_at(body_deadline):
+                            message = await receive()
+                    except TimeoutError:
+                        # a body trickling in holds a worker and a socket: cut it off
+                        raise StarletteHTTPException(
+                            408,
+                            "the request body did not arrive within "
+                            f"{self._settings.body_timeout_s:g} s",
+                            headers={"Connection": "close"},
+                        ) from None
                     if message["type"] == "http.request":
                         received += len(message.get("body", b""))
+                        body_done = not message.get("more_body", False)
                         if received > limit:
                             raise StarletteHTTPException(
                                 413, f"the body exceeds the limit of {limit} bytes"
                             )
+                    else:
+                        body_done = True
                     return message
 
                 with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER) as span:
@@ -146,7 +201,7 @@ class RequestContextMiddleware:
                     except Exception:
                         # Here, not in Starlette's outermost handler, so that the 500 still
                         # carries the request id; the traceback goes to the log only.
-                        log.exception("unhandled error on %s", name)
+                        log.exception("unhandled error on %s", logged)
                         if status == 0:
                             response = JSONResponse(
                                 error_body("internal", "internal error"), status_code=500
@@ -159,7 +214,7 @@ class RequestContextMiddleware:
                 route = route_label(scope)
                 self._metrics.requests.labels(route, method, str(status)).inc()
                 self._metrics.latency.labels(route, method).observe(elapsed)
-                log.info("%s %d %.1fms", name, status, elapsed * 1e3)
+                log.info("%s %d %.1fms", logged, status, elapsed * 1e3)
 
 
 def _allowed_methods(app: Any, scope: Scope) -> list[str]:
@@ -210,11 +265,15 @@ Grounded, cited answers and ranked search over your documents.
 
 **Errors** are always JSON: `{"error": {"code", "message", "request_id", "dependency"?}}`.
 **Limits** (chat and search, in this order, before any model work): a sliding-window
-rate limit per client (IP or API key), a site-wide daily quota, a per-tenant daily
-token budget (approximate: 4 characters per token), and a cap on chats in flight; a
+rate limit per client (IP or API key), a daily quota per tenant (callers without an
+API key share one of their own), a per-tenant daily token budget (chat input and
+answer, approximate: 4 characters per token; search query and the LLM tokens of its
+analysis and listwise calls), and a cap on chats in flight; a
 refusal is 429 with `Retry-After` and a code (`rate_limited`, `quota_exceeded`,
 `token_budget_exceeded`, `too_many_inflight`). Rejected requests count against nothing.
 **API keys**: `Authorization: Bearer <key>` or `X-API-Key`; required on `/v1/admin/*`.
+**X-RateLimit-Mode** on every response: `shared` (Redis), `local` (Redis down: limits
+per replica), `unavailable` (Redis down, policy closed), `in_process` (no Redis).
 """
 
 
@@ -252,6 +311,8 @@ def create_app(
         summary="Grounded, cited answers and ranked search over your documents.",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served below from local assets, not a CDN
+        redoc_url=None,
     )
     app.state.gateway = state
 
@@ -265,7 +326,7 @@ def create_app(
             log.warning(
                 "%s %s -> %s (%s)",
                 request.method,
-                request.url.path,
+                logged_path(request.scope),
                 error.code,
                 error.dependency or "-",
             )
@@ -297,13 +358,44 @@ def create_app(
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         metrics.errors.labels(route_label(request.scope), "internal").inc()
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.exception("unhandled error on %s %s", request.method, logged_path(request.scope))
         return JSONResponse(error_body("internal", "internal error"), status_code=500)
 
     app.include_router(chat.router(state))
     app.include_router(search.router(state))
+    app.include_router(document_view.router(state))
     app.include_router(admin.router(state))
     app.include_router(system.router(state))
     app.mount("/static", StaticFiles(directory=system.WEB_DIR), name="static")
-    app.add_middleware(RequestContextMiddleware, settings=settings, metrics=metrics)
+    _add_docs(app)
+    app.add_middleware(RequestContextMiddleware, settings=settings, metrics=metrics, limiter=limits)
     return app
+
+
+def _add_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs and ReDoc at /redoc, their scripts and styles served from
+    this gateway (FastAPI's own pages load them from a CDN: blank offline)."""
+    app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+    openapi_url = app.openapi_url or "/openapi.json"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS_URL}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
+            with_google_fonts=False,
+        )

@@ -34,12 +34,19 @@ class Catalog:
         self._fields: dict[str, tuple[float, frozenset[str]]] = {}
         self._lock = asyncio.Lock()
 
-    async def check(self, collection: str, filters: Sequence[models.FieldFilter] = ()) -> None:
+    async def check(
+        self, collection: str, filters: Sequence[models.FieldFilter] = (), *, reveal: bool = False
+    ) -> None:
         """Raises NotFound for an unknown collection and InvalidInput for a filter on
         a field the collection does not declare filterable; Unavailable (retriever)
-        when neither the cache nor the retriever can answer."""
+        when neither the cache nor the retriever can answer.
+
+        The NotFound names the known collections only with ``reveal`` (a caller with
+        an API key): an anonymous caller must not learn what else is served."""
         names = await self.names()
         if collection not in names:
+            if not reveal:
+                raise NotFound(f"no collection '{collection}'")
             known = ", ".join(sorted(names)[:20]) or "none"
             raise NotFound(f"no collection '{collection}' (known: {known})")
         if not filters:

@@ -4,23 +4,37 @@ One admission decides all four, in this order, atomically, and consumes nothing
 unless every check passes (so a rejected request never counts against a quota):
 
 1. **rate limit**: a sliding-window log per client (IP, or API key) and route kind;
-2. **daily quota**: one site-wide counter per UTC day;
-3. **token budget**: approximate tokens per tenant per UTC day (input charged at
-   admission, the answer charged when it ends, see :meth:`Limiter.charge`);
+2. **daily quota**: a counter per tenant per UTC day; callers without an API key
+   share one bucket of their own (``anonymous_daily_quota``), so anonymous traffic
+   can never spend a keyed tenant's quota;
+3. **token budget**: tokens per tenant per UTC day: a chat's input is charged at
+   admission and its answer when it ends; a search asks for its query's tokens at
+   admission and is charged the LLM tokens its analysis and listwise calls used
+   (see :meth:`Limiter.release`);
 4. **chat slots**: a lease per in-flight chat; leases expire on their own if a
    replica dies holding them.
 
 With a Redis URL the counters live in Redis and each decision is one Lua script
 that takes its clock from ``redis.call('TIME')``: every replica sees the same
 counters and the same time. Without one, :class:`LocalCounters` applies the same
-rules in process (one replica). When Redis fails, the configured policy decides:
+rules in process (one replica).
+
+Redis failures: the pool PINGs a connection that sat idle before using it, and a
+call that fails on a broken connection is retried once on a fresh one (a restarted
+Redis leaves every pooled connection broken; without the retry each of them would
+count as an outage). A call that still fails applies the configured policy:
 ``open`` falls back to the in-process counters (per replica: a client may get up to
-N times its limit across N replicas) and health says so; ``closed`` answers
-503 naming redis. Nothing here imports FastAPI.
+N times its limit across N replicas), ``closed`` answers 503 naming redis. While
+Redis is down a background probe PINGs it every ``redis_retry_s``; the first answer
+puts the replica back on the shared counters, whatever the traffic. The current
+mode is in :attr:`Limiter.mode` (every response carries it). Nothing here imports
+FastAPI.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -31,8 +45,11 @@ from typing import Any, Literal, Protocol
 
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from groundwire_core.errors import Overloaded, Unavailable
+from groundwire_gateway.auth import Principal
 from groundwire_gateway.errors import (
     QuotaExceeded,
     RateLimited,
@@ -44,10 +61,16 @@ from groundwire_gateway.settings import GatewaySettings, parse_tenant_numbers
 log = logging.getLogger("groundwire.gateway.limits")
 
 Kind = Literal["chat", "search"]
+Mode = Literal["shared", "local", "unavailable", "in_process"]
+"""Where this replica's limits are decided now: ``shared`` (Redis), ``local`` (Redis
+down, policy open: per replica), ``unavailable`` (Redis down, policy closed: 503),
+``in_process`` (no Redis configured)."""
+ANONYMOUS_BUCKET = "anonymous"
 Reason = Literal["rate_limited", "quota_exceeded", "token_budget_exceeded", "too_many_inflight"]
 DAY_S = 86_400
 
-# KEYS: 1 rate window (zset), 2 quota (hash), 3 tenant tokens (hash), 4 leases (zset)
+# KEYS: 1 rate window (zset), 2 quota of the caller's bucket (hash), 3 tenant tokens
+#       (hash), 4 leases (zset)
 # ARGV: 1 rate limit, 2 window ms, 3 quota, 4 tokens asked, 5 token budget,
 #       6 slot cap, 7 lease ttl ms, 8 unique member
 # A limit of 0 switches its check off. Returns {admitted, reason, retry_after_ms}.
@@ -125,10 +148,18 @@ _REJECTIONS: dict[str, type[Overloaded]] = {
 }
 _MESSAGES: dict[str, str] = {
     "rate_limited": "too many requests from this client; slow down",
-    "quota_exceeded": "the site's daily quota is spent; it resets at 00:00 UTC",
+    "quota_exceeded": "the daily quota of this tenant (or of callers without an API key) "
+    "is spent; it resets at 00:00 UTC",
     "token_budget_exceeded": "this tenant's daily token budget is spent; it resets at 00:00 UTC",
     "too_many_inflight": "every chat slot is taken; retry shortly",
 }
+
+
+def is_anonymous(caller: Principal | str) -> bool:
+    """Whether a caller (or its rate-limit identity) came without an API key: its
+    identity is its address, ``ip:…`` (see ``auth.Principal.client``)."""
+    client = caller if isinstance(caller, str) else caller.client
+    return client.startswith("ip:")
 
 
 @dataclass(frozen=True)
@@ -146,6 +177,8 @@ class Ask:
     slots: int = 0
     lease_ttl_s: float = 0.0
     member: str = field(default_factory=lambda: uuid.uuid4().hex)
+    quota_bucket: str = ANONYMOUS_BUCKET
+    """Whose daily quota this request spends: ``tenant:<name>`` or ``anonymous``."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +217,7 @@ class LocalCounters:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._windows: dict[str, deque[float]] = {}
-        self._quota: tuple[int, int] = (-1, 0)  # (day, used)
+        self._quota: dict[str, tuple[int, int]] = {}  # bucket -> (day, used)
         self._tokens: dict[str, tuple[int, int]] = {}
         self._leases: dict[str, float] = {}
         self._admits = 0
@@ -206,7 +239,7 @@ class LocalCounters:
                 window.popleft()
             if len(window) >= ask.rate:
                 return Verdict(False, "rate_limited", window[0] + ask.window_s - now)
-        quota_day, used = self._quota
+        quota_day, used = self._quota.get(ask.quota_bucket, (day, 0))
         used = used if quota_day == day else 0
         if ask.quota > 0 and used >= ask.quota:
             return Verdict(False, "quota_exceeded", to_midnight)
@@ -222,7 +255,7 @@ class LocalCounters:
         if window is not None and ask.rate > 0:
             window.append(now)
         if ask.quota > 0:
-            self._quota = (day, used + 1)
+            self._quota[ask.quota_bucket] = (day, used + 1)
         if ask.budget > 0:
             self._tokens[ask.tenant] = (day, spent + ask.tokens)
         if ask.slots > 0:
@@ -266,7 +299,7 @@ class RedisCounters:
     async def admit(self, ask: Ask) -> Verdict:
         keys = [
             self.key("rate", ask.kind, ask.client),
-            self.key("quota"),
+            self.key("quota", ask.quota_bucket),
             self.key("tokens", ask.tenant),
             self.key("leases"),
         ]
@@ -326,9 +359,8 @@ class Limiter:
         self._budgets = parse_tenant_numbers(settings.tenant_token_budgets)
         self._redis: Redis | None = None
         self._remote: SharedCounters | None = shared
-        self._down_until = 0.0  # monotonic: skip Redis until then
-        self._down_reason = ""
-        self._probing = False
+        self._down_reason = ""  # set while Redis is unreachable
+        self._prober: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         s = self._settings
@@ -339,62 +371,77 @@ class Limiter:
                 timeout=s.redis_timeout_s,  # waiting for a free connection
                 socket_timeout=s.redis_timeout_s,
                 socket_connect_timeout=s.redis_timeout_s,
+                # An idle connection is PINGed before use, and a call that fails on a
+                # broken connection is retried once on a fresh one: after a Redis
+                # restart every pooled connection is broken, and each would otherwise
+                # flip the replica to its local counters.
+                health_check_interval=s.redis_health_check_s,
+                retry=Retry(ExponentialBackoff(cap=s.redis_timeout_s, base=0.01), retries=1),
+                retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError],
             )
             self._redis = Redis(connection_pool=pool)
             self._remote = RedisCounters(self._redis, s.redis_key_prefix)
 
     async def stop(self) -> None:
+        prober, self._prober = self._prober, None
+        if prober is not None:
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
         if self._redis is not None:
             await self._redis.aclose(close_connection_pool=True)
 
     # --- admission -----------------------------------------------------------------------
 
     def ask_for(self, kind: Kind, client: str, tenant: str, tokens: int = 0) -> Ask:
-        """The limits that apply to one request of ``kind`` from ``client``."""
+        """The limits that apply to one request of ``kind`` from ``client``.
+
+        ``tokens``: a chat's input tokens, or a search's query tokens (its LLM tokens
+        are charged when it ends). A client ``ip:…`` has no API key: it spends the
+        anonymous quota bucket, never its tenant's."""
         s = self._settings
         chat = kind == "chat"
+        anonymous = is_anonymous(client)
         return Ask(
             client=client,
             tenant=tenant,
             kind=kind,
             rate=s.rate_limit_per_min if chat else s.search_rate_limit_per_min,
             window_s=s.rate_limit_window_s,
-            quota=s.daily_quota,
-            tokens=tokens if chat else 0,
-            budget=self._budgets.get(tenant, s.token_budget_per_day) if chat else 0,
+            quota=s.anonymous_daily_quota if anonymous else s.daily_quota,
+            tokens=tokens,
+            budget=self._budgets.get(tenant, s.token_budget_per_day),
             slots=s.max_inflight_chats if chat else 0,
             lease_ttl_s=s.chat_timeout_s + 10.0,
+            quota_bucket=ANONYMOUS_BUCKET if anonymous else f"tenant:{tenant}",
         )
 
     async def admit(self, ask: Ask) -> Ticket:
         """Admits ``ask`` or raises its rejection (see the class docstring)."""
-        counters = self._counters()
-        if counters is self._remote and self._remote is not None:
-            # After a failure, one request at a time probes Redis; the rest do not wait
-            # for its timeout (they take the fallback until it answers).
-            probing = bool(self._down_reason)
-            self._probing = self._probing or probing
+        if self._remote is None:
+            counters: Counters = self._local
+            verdict = await counters.admit(ask)
+        elif self._down_reason:
+            # Redis is down: the probe brings it back; requests do not wait on it.
+            counters = self._fallback()
+            verdict = await counters.admit(ask)
+        else:
             try:
                 verdict = await self._remote.admit(ask)
+                counters = self._remote
             except _REDIS_FAILURES as error:
                 self._redis_failed(error)
                 counters = self._fallback()
                 verdict = await counters.admit(ask)
-            else:
-                self._redis_ok()
-            finally:
-                if probing:
-                    self._probing = False
-        else:
-            verdict = await counters.admit(ask)
         if not verdict.admitted:
             cls = _REJECTIONS[verdict.reason]
             raise cls(_MESSAGES[verdict.reason], retry_after_s=max(verdict.retry_after_s, 0.001))
         return Ticket(ask, counters)
 
     async def release(self, ticket: Ticket, answer_tokens: int = 0) -> None:
-        """Ends an admitted request: frees its chat slot, charges the answer's tokens.
-        Never raises: a lease left in Redis expires on its own."""
+        """Ends an admitted request: frees its chat slot, charges ``answer_tokens`` (a
+        chat's answer, a search's LLM calls). Never raises: a lease left in Redis
+        expires on its own."""
         if ticket.released:
             return
         ticket.released = True
@@ -406,6 +453,11 @@ class Limiter:
         except _REDIS_FAILURES as error:
             self._redis_failed(error)
 
+    def is_local(self, ticket: Ticket) -> bool:
+        """Whether ``ticket`` was decided by this replica's fallback counters while
+        Redis was down (not by the shared ones)."""
+        return self._remote is not None and ticket.counters is self._local
+
     # --- Redis state ---------------------------------------------------------------------
 
     @property
@@ -413,8 +465,16 @@ class Limiter:
         return "redis" if self._remote is not None else "in_process"
 
     @property
+    def mode(self) -> Mode:
+        if self._remote is None:
+            return "in_process"
+        if not self._down_reason:
+            return "shared"
+        return "local" if self._settings.redis_failure_policy == "open" else "unavailable"
+
+    @property
     def redis_down(self) -> bool:
-        return self._remote is not None and time.monotonic() < self._down_until
+        return self._remote is not None and bool(self._down_reason)
 
     @property
     def down_reason(self) -> str:
@@ -433,13 +493,6 @@ class Limiter:
         self._redis_ok()
         return True, (time.perf_counter() - started) * 1e3, ""
 
-    def _counters(self) -> Counters:
-        if self._remote is None:
-            return self._local
-        if self.redis_down or (self._down_reason and self._probing):
-            return self._fallback()
-        return self._remote
-
     def _fallback(self) -> Counters:
         if self._settings.redis_failure_policy == "closed":
             raise Unavailable(
@@ -450,8 +503,7 @@ class Limiter:
     def _redis_failed(self, error: BaseException) -> None:
         if self._on_redis_failure is not None:
             self._on_redis_failure()
-        was_down = self.redis_down
-        self._down_until = time.monotonic() + self._settings.redis_retry_s
+        was_down = bool(self._down_reason)
         self._down_reason = f"redis unreachable ({type(error).__name__})"
         if not was_down:
             policy = self._settings.redis_failure_policy
@@ -463,9 +515,22 @@ class Limiter:
                 if policy == "open"
                 else "limited routes answer 503",
             )
+        if self._prober is None or self._prober.done():
+            self._prober = asyncio.get_running_loop().create_task(self._probe())
+
+    async def _probe(self) -> None:
+        """PINGs Redis every ``redis_retry_s`` until it answers (then the replica is
+        back on the shared counters)."""
+        assert self._remote is not None
+        while self._down_reason:
+            await asyncio.sleep(self._settings.redis_retry_s)
+            try:
+                await self._remote.ping()
+            except _REDIS_FAILURES:
+                continue
+            self._redis_ok()
 
     def _redis_ok(self) -> None:
         if self._down_reason:
             log.warning("redis is reachable again; limits are shared across replicas")
-        self._down_until = 0.0
         self._down_reason = ""

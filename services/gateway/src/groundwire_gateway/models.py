@@ -20,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from groundwire_core.urls import WEB_URL_PATTERN, is_web_url
+
 COLLECTION_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 FIELD_PATTERN = r"^[a-z_][a-z0-9_]{0,63}$"
 MODEL_PATTERN = r"^groundwire(:[a-z0-9][a-z0-9_-]{0,63})?$"
@@ -266,6 +268,26 @@ class StreamOptions(_Strict):
     include_usage: bool = False
 
 
+class CompletionRequestMessage(_Strict):
+    """One message of an OpenAI chat completion request."""
+
+    role: Literal["system", "developer", "user", "assistant"] = Field(
+        description="system / developer: the operator's instructions, placed in the prompt "
+        "below Groundwire's grounding and untrusted-data rules, which they cannot override."
+    )
+    content: MessageContent = Field(
+        description=f"Text, or text parts; at most {MAX_PART_CHARS} characters per part."
+    )
+    name: str | None = Field(None, max_length=64, description="Accepted and ignored.")
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+
+OPERATOR_ROLES = frozenset({"system", "developer"})
+
+
 class CompletionBody(_Strict):
     """OpenAI's chat completion request; sampling knobs are accepted for compatibility
     and ignored (the chain's own settings apply)."""
@@ -274,7 +296,12 @@ class CompletionBody(_Strict):
         pattern=MODEL_PATTERN,
         description="'groundwire' (the default collection) or 'groundwire:<collection>'.",
     )
-    messages: Messages
+    messages: list[CompletionRequestMessage] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The conversation; the last user or assistant message is the user's. "
+        "system (and developer) messages are the operator's instructions.",
+    )
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(None, ge=0, le=2)
@@ -294,8 +321,23 @@ class CompletionBody(_Strict):
 
     @model_validator(mode="after")
     def _conversation(self) -> CompletionBody:
-        _check_conversation(self.messages)
+        turns = self.conversation()
+        if not turns:
+            raise ValueError("there is no user message")
+        _check_conversation(turns)
         return self
+
+    def conversation(self) -> list[ChatMessage]:
+        """The user and assistant messages, in order."""
+        return [
+            ChatMessage(role="user" if m.role == "user" else "assistant", content=m.content)
+            for m in self.messages
+            if m.role not in OPERATOR_ROLES
+        ]
+
+    def instructions(self) -> str:
+        """The system (and developer) messages' text, in order, one paragraph each."""
+        return "\n\n".join(m.text for m in self.messages if m.role in OPERATOR_ROLES)
 
 
 class CompletionMessage(BaseModel):
@@ -322,9 +364,6 @@ class GroundwireExtra(BaseModel):
     collection: str
     request_id: str
     stages: list[StageOut] = Field(default_factory=list)
-    reset: str | None = Field(
-        None, description="Streaming only: discard the text so far (the agent searched again)."
-    )
 
 
 class ChatCompletion(BaseModel):
@@ -416,12 +455,26 @@ class DocumentIn(_Strict):
         None, description="Guessed from the suffix of filename (or source_id) when absent."
     )
     title: str = Field("", max_length=512)
-    url: str = Field("", max_length=2048, description="Canonical URL shown with citations.")
+    url: str = Field(
+        "",
+        max_length=2048,
+        description="Canonical URL shown with citations: an absolute http(s) URL, or empty.",
+        # documented for clients and schema-driven tests; the validator gives the message
+        json_schema_extra={"pattern": f"(?:{WEB_URL_PATTERN})|^$"},
+    )
     doc_type: str = Field("", max_length=64, description="Free-form type (filterable).")
     filename: str = Field("", max_length=512)
     metadata: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=1024)]] = (
         Field(default_factory=dict, max_length=32)
     )
+
+    @field_validator("url")
+    @classmethod
+    def _web_url(cls, value: str) -> str:
+        # A citation renders this as a link: javascript:, data: and the like would run.
+        if value and not is_web_url(value):
+            raise ValueError("url must be an absolute http:// or https:// URL")
+        return value
 
 
 class IngestBody(_Strict):
@@ -434,7 +487,10 @@ class IngestBody(_Strict):
 
 class DocumentResultOut(BaseModel):
     source_id: str
-    status: Literal["ingested", "unchanged", "skipped", "unspecified"]
+    status: Literal["ingested", "updated", "unchanged", "skipped", "unspecified"] = Field(
+        description="ingested: a new source; updated: it replaced a stored source (its text, "
+        "title, URL, type or metadata changed); unchanged: nothing to write; skipped: see reason."
+    )
     chunks: int
     reason: str = ""
 
@@ -442,7 +498,8 @@ class DocumentResultOut(BaseModel):
 class IngestReportOut(BaseModel):
     collection: str
     documents: list[DocumentResultOut]
-    ingested: int
+    ingested: int = Field(description="New sources written.")
+    updated: int = Field(0, description="Stored sources replaced.")
     unchanged: int
     skipped: int
     chunks_written: int
@@ -453,6 +510,42 @@ class SourceDeleted(BaseModel):
     collection: str
     source_id: str
     deleted: int = Field(description="Chunks removed.")
+
+
+class SourceOut(BaseModel):
+    source_id: str
+    title: str
+    url: str = Field(description="Canonical URL; empty when none was given.")
+    doc_type: str
+    chunks: int = Field(description="Chunks stored.")
+    content_hash: str = Field(description="SHA-256 over its chunks' hashes (equal content).")
+    ingested_at: float = Field(description="Unix seconds when its chunks were written.")
+
+
+class SourceList(BaseModel):
+    collection: str
+    sources: list[SourceOut] = Field(description="Sorted by source_id.")
+    next_page_token: str = Field(description="page_token of the next page; empty at the end.")
+    total: int = Field(description="Sources in the whole collection.")
+
+
+class StoredChunk(BaseModel):
+    chunk_id: str
+    chunk_index: int
+    heading_path: list[str]
+    text: str
+
+
+class StoredDocument(BaseModel):
+    """A source as stored: its chunks in document order (chunks overlap a little)."""
+
+    collection: str
+    source_id: str
+    title: str
+    url: str
+    doc_type: str
+    chunks: list[StoredChunk]
+    total: int = Field(description="Chunks the source has in all.")
 
 
 # --- health ------------------------------------------------------------------------------

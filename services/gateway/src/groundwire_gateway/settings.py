@@ -77,6 +77,24 @@ class GatewaySettings(ServiceSettings):
     default_collection: str = Field(
         "docs", description="Collection used when a request names none."
     )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="A connection must send a request's complete headers this long after "
+        "it opens (or after its first byte, between keep-alive requests), or it is closed.",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="The whole request body must arrive this long after the headers, or "
+        "the request gets 408.",
+    )
+    health_cache_s: float = Field(
+        1.0,
+        ge=0,
+        description="/v1/health answers from a result this fresh; concurrent callers share "
+        "one round of dependency checks.",
+    )
     forwarded_allow_ips: str = Field(
         "",
         description="Proxies whose X-Forwarded-For is trusted for the client address "
@@ -117,7 +135,15 @@ class GatewaySettings(ServiceSettings):
     )
     redis_timeout_s: float = Field(0.5, gt=0, description="Connect and command timeout.")
     redis_retry_s: float = Field(
-        1.0, ge=0, description="After a Redis failure, requests skip Redis this long."
+        0.25,
+        gt=0,
+        description="While Redis is unreachable it is probed this often; the first answer "
+        "puts the replica back on the shared limits.",
+    )
+    redis_health_check_s: float = Field(
+        1.0,
+        ge=0,
+        description="A pooled Redis connection idle this long is PINGed before use (0 = never).",
     )
     redis_max_connections: int = Field(
         64, ge=1, description="Connection pool size per replica (callers wait for a free one)."
@@ -131,12 +157,19 @@ class GatewaySettings(ServiceSettings):
     )
     rate_limit_window_s: float = Field(60.0, gt=0, description="Sliding window length.")
     daily_quota: int = Field(
-        10_000, ge=0, description="Chats and searches site-wide per UTC day; 0 = off."
+        10_000, ge=0, description="Chats and searches per tenant (API key) per UTC day; 0 = off."
+    )
+    anonymous_daily_quota: int = Field(
+        1_000,
+        ge=0,
+        description="Chats and searches per UTC day shared by all callers without an API key "
+        "(their own bucket: it never spends a tenant's quota); 0 = off.",
     )
     token_budget_per_day: int = Field(
         2_000_000,
         ge=0,
-        description="Approximate tokens (input + answer) per tenant per UTC day; 0 = off.",
+        description="Tokens per tenant per UTC day: chat input (approximate) and answer, "
+        "search queries and the LLM tokens of their analysis and listwise calls; 0 = off.",
     )
     tenant_token_budgets: str = Field(
         "", description="Per-tenant overrides 'tenant:tokens,…' of token_budget_per_day."

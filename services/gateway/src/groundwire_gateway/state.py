@@ -22,6 +22,17 @@ class EventStream(Protocol):
     def cancel(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class SearchReply:
+    """The orchestrator's Search reply, as the HTTP layer needs it."""
+
+    results: list[models.SearchResult]
+    stages: list[models.StageOut]
+    llm_tokens: int = 0
+    """Tokens (input + output) of the LLM calls the search made (analysis, listwise),
+    charged to the tenant's budget."""
+
+
 class UpstreamApi(Protocol):
     """The orchestrator and retriever calls the routes make (``Upstream``, or a fake)."""
 
@@ -29,9 +40,7 @@ class UpstreamApi(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def search(
-        self, body: models.SearchBody, collection: str
-    ) -> tuple[list[models.SearchResult], list[models.StageOut]]: ...
+    async def search(self, body: models.SearchBody, collection: str) -> SearchReply: ...
 
     def ask(
         self,
@@ -41,6 +50,7 @@ class UpstreamApi(Protocol):
         *,
         listwise_rerank: bool = False,
         max_agent_steps: int = 0,
+        instructions: str = "",
     ) -> EventStream: ...
 
     async def list_collections(self) -> list[models.CollectionOut]: ...
@@ -56,6 +66,12 @@ class UpstreamApi(Protocol):
     ) -> models.IngestReportOut: ...
 
     async def delete_source(self, collection: str, source_id: str) -> int: ...
+
+    async def list_sources(
+        self, collection: str, page_token: str = "", limit: int = 100
+    ) -> models.SourceList: ...
+
+    async def read_source(self, collection: str, source_id: str) -> models.StoredDocument: ...
 
     async def health(self) -> dict[str, models.DependencyOut]: ...
 

@@ -20,6 +20,7 @@ from groundwire_core.grpc.client import check_health, create_channel, rpc_errors
 from groundwire_core.grpc.errors import from_error_info
 from groundwire_gateway import models
 from groundwire_gateway.settings import GatewaySettings
+from groundwire_gateway.state import SearchReply
 
 _DEP_STATUS: dict[int, str] = {
     orchestrator_pb2.DEPENDENCY_STATUS_SERVING: "serving",
@@ -49,6 +50,7 @@ _DOC_STATUS: dict[int, str] = {
     retriever_pb2.DOCUMENT_STATUS_INGESTED: "ingested",
     retriever_pb2.DOCUMENT_STATUS_UNCHANGED: "unchanged",
     retriever_pb2.DOCUMENT_STATUS_SKIPPED: "skipped",
+    retriever_pb2.DOCUMENT_STATUS_UPDATED: "updated",
 }
 
 
@@ -204,9 +206,7 @@ class Upstream:
 
     # --- orchestrator --------------------------------------------------------------------
 
-    async def search(
-        self, body: models.SearchBody, collection: str
-    ) -> tuple[list[models.SearchResult], list[models.StageOut]]:
+    async def search(self, body: models.SearchBody, collection: str) -> SearchReply:
         request = orchestrator_pb2.SearchRequest(
             collection=collection,
             query=body.query,
@@ -236,7 +236,12 @@ class Upstream:
             )
             for s in reply.results
         ]
-        return results, [_stage(st) for st in reply.stages]
+        usage = reply.llm_usage
+        return SearchReply(
+            results,
+            [_stage(st) for st in reply.stages],
+            llm_tokens=usage.input_tokens + usage.output_tokens,
+        )
 
     def ask(
         self,
@@ -246,8 +251,10 @@ class Upstream:
         *,
         listwise_rerank: bool = False,
         max_agent_steps: int = 0,
+        instructions: str = "",
     ) -> AskStream:
-        """Starts an Ask call (nothing is sent until the stream is iterated)."""
+        """Starts an Ask call (nothing is sent until the stream is iterated);
+        ``instructions``: the operator's (an OpenAI client's system messages)."""
         request = orchestrator_pb2.AskRequest(
             collection=collection,
             messages=[
@@ -256,6 +263,7 @@ class Upstream:
             filters=[orchestrator_pb2.FieldFilter(field=f.field, any_of=f.any_of) for f in filters],
             listwise_rerank=listwise_rerank,
             max_agent_steps=max_agent_steps,
+            instructions=instructions,
         )
         return AskStream(self._orchestrator.Ask(request, timeout=self._settings.chat_timeout_s))
 
@@ -341,6 +349,7 @@ class Upstream:
                 for d in report.documents
             ],
             ingested=report.ingested,
+            updated=report.updated,
             unchanged=report.unchanged,
             skipped=report.skipped,
             chunks_written=report.chunks_written,
@@ -355,7 +364,76 @@ class Upstream:
             )
         return int(reply.deleted)
 
+    async def list_sources(
+        self, collection: str, page_token: str = "", limit: int = 100
+    ) -> models.SourceList:
+        with rpc_errors("retriever"):
+            reply = await self._retriever.ListSources(
+                retriever_pb2.ListSourcesRequest(
+                    collection=collection, page_token=page_token, limit=limit
+                ),
+                timeout=self._settings.admin_timeout_s,
+            )
+        return models.SourceList(
+            collection=collection,
+            sources=[
+                models.SourceOut(
+                    source_id=s.source_id,
+                    title=s.title,
+                    url=s.url,
+                    doc_type=s.doc_type,
+                    chunks=s.chunks,
+                    content_hash=s.content_hash,
+                    ingested_at=s.ingested_at,
+                )
+                for s in reply.sources
+            ],
+            next_page_token=reply.next_page_token,
+            total=reply.total,
+        )
+
+    async def read_source(self, collection: str, source_id: str) -> models.StoredDocument:
+        """The source's chunks in document order (the first 1000: ReadSource's default)."""
+        with rpc_errors("retriever"):
+            reply = await self._retriever.ReadSource(
+                retriever_pb2.ReadSourceRequest(collection=collection, source_id=source_id),
+                timeout=self._settings.request_timeout_s,
+            )
+        first = reply.chunks[0] if reply.chunks else retriever_pb2.Chunk()
+        return models.StoredDocument(
+            collection=collection,
+            source_id=source_id,
+            title=first.title,
+            url=first.url,
+            doc_type=first.doc_type,
+            chunks=[
+                models.StoredChunk(
+                    chunk_id=c.chunk_id,
+                    chunk_index=c.chunk_index,
+                    heading_path=list(c.heading_path),
+                    text=c.text,
+                )
+                for c in reply.chunks
+            ],
+            total=reply.total,
+        )
+
     # --- health --------------------------------------------------------------------------
+
+    async def _retriever_storage(self) -> models.DependencyOut | None:
+        """The retriever's data disk while it refuses writes (under its free-space
+        floor, see Info.storage_warning): not_serving, so health says degraded while
+        searches go on. None while writes are accepted, or when Info does not answer
+        (the retriever's readiness already reports that)."""
+        try:
+            info = await self._retriever.Info(retriever_pb2.InfoRequest(), timeout=1.0)
+        except grpc.aio.AioRpcError:
+            return None
+        if not info.storage_warning:
+            return None
+        return models.DependencyOut(
+            status="not_serving", target=info.location, message=info.storage_warning
+        )
 
     async def health(self) -> dict[str, models.DependencyOut]:
         """Each dependency's health: the orchestrator's view of its own, plus ours."""
@@ -379,6 +457,10 @@ class Upstream:
             direct(self._retriever_channel, s.retriever_addr, _RETRIEVER),
         )
         deps = {"orchestrator": orch, "retriever": retr}
+        if retr.status == "serving":
+            storage = await self._retriever_storage()
+            if storage is not None:
+                deps["retriever_storage"] = storage
         if orch.status == "serving":
             try:
                 with rpc_errors("orchestrator"):

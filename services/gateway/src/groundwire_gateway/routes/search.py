@@ -1,4 +1,9 @@
-"""POST /v1/search: ranked results with sources, scores and a stage report."""
+"""POST /v1/search: ranked results with sources, scores and a stage report.
+
+Search spends model and LLM work (query analysis; the listwise call with
+``reasons``), so it goes through the same cost controls as chat: the admission
+checks the tenant's token budget with the query's tokens, and the tokens of the
+search's LLM calls (reported by the orchestrator) are charged when it ends."""
 
 from typing import Annotated
 
@@ -7,9 +12,22 @@ from fastapi import APIRouter, Depends
 from groundwire_core.context import current_request_id
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
+from groundwire_gateway.limits import is_anonymous
 from groundwire_gateway.routes import PUBLIC_ERRORS
 from groundwire_gateway.routes.security import OPTIONAL_AUTH, public_caller
-from groundwire_gateway.state import GatewayState
+from groundwire_gateway.state import GatewayState, SearchReply
+
+
+def limits_stage(state: GatewayState) -> models.StageOut:
+    """The stage report of limits decided per replica (Redis down, policy open)."""
+    return models.StageOut(
+        name="limits",
+        ms=0.0,
+        fallback=True,
+        reason=f"{state.limiter.down_reason or 'redis unreachable'}: limits run per replica "
+        "in process (not shared)",
+        dependency="redis",
+    )
 
 
 def router(state: GatewayState) -> APIRouter:
@@ -27,17 +45,22 @@ def router(state: GatewayState) -> APIRouter:
         body: models.SearchBody, principal: Annotated[Principal, Depends(caller)]
     ) -> models.SearchResponse:
         collection = body.collection or state.settings.default_collection
-        await state.catalog.check(collection, body.filters)
+        await state.catalog.check(collection, body.filters, reveal=not is_anonymous(principal))
+        query_tokens = max(1, models.approx_tokens(body.query))
         ticket = await state.limiter.admit(
-            state.limiter.ask_for("search", principal.client, principal.tenant)
+            state.limiter.ask_for("search", principal.client, principal.tenant, query_tokens)
         )
+        reply = SearchReply([], [])
         try:
-            results, stages = await state.upstream.search(body, collection)
+            reply = await state.upstream.search(body, collection)
         finally:
-            await state.limiter.release(ticket)
+            await state.limiter.release(ticket, answer_tokens=reply.llm_tokens)
+        stages = list(reply.stages)
+        if state.limiter.is_local(ticket):
+            stages.append(limits_stage(state))
         return models.SearchResponse(
             collection=collection,
-            results=results,
+            results=reply.results,
             stages=stages,
             request_id=current_request_id(),
         )

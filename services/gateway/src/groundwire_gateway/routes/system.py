@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from groundwire_core.errors import GroundwireError
 from groundwire_gateway import models
+from groundwire_gateway.auth import presented_key
+from groundwire_gateway.routes.security import client_ip
 from groundwire_gateway.state import GatewayState
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -30,6 +36,67 @@ def _redis_target(url: str) -> str:
     return f"{parts.hostname or ''}:{parts.port or 6379}"
 
 
+class HealthCache:
+    """The last health result, fresh for ``ttl_s``; concurrent callers of a stale
+    cache share one computation (single flight), so a burst of health calls makes at
+    most one round of dependency checks."""
+
+    def __init__(
+        self,
+        compute: Callable[[], Awaitable[models.HealthResponse]],
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._compute = compute
+        self._ttl = ttl_s
+        self._clock = clock
+        self._result: tuple[float, models.HealthResponse] | None = None
+        self._inflight: asyncio.Future[models.HealthResponse] | None = None
+
+    async def get(self) -> models.HealthResponse:
+        result = self._result
+        if result is not None and self._clock() - result[0] < self._ttl:
+            return result[1]
+        if self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._run())
+        # shielded: a caller that goes away does not cancel the others' result
+        return await asyncio.shield(self._inflight)
+
+    async def _run(self) -> models.HealthResponse:
+        try:
+            body = await self._compute()
+            self._result = (self._clock(), body)
+            return body
+        finally:
+            self._inflight = None
+
+
+def public_view(body: models.HealthResponse) -> models.HealthResponse:
+    """Health without the internal details (addresses, error texts) that only an
+    admin key may see: each dependency keeps its status and latency."""
+    return models.HealthResponse(
+        status=body.status,
+        dependencies={
+            name: models.DependencyOut(status=d.status, latency_ms=d.latency_ms)
+            for name, d in body.dependencies.items()
+        },
+        limits=body.limits,
+    )
+
+
+def _is_admin(state: GatewayState, request: Request) -> bool:
+    """Whether the request carries a valid admin key (any other key, or none, gets
+    the public view: health must answer probes that carry no key)."""
+    key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    if key is None:
+        return False
+    try:
+        state.auth.admin(key, client_ip(request))
+    except GroundwireError:
+        return False
+    return True
+
+
 def router(state: GatewayState) -> APIRouter:
     api = APIRouter()
     settings = state.settings
@@ -39,13 +106,7 @@ def router(state: GatewayState) -> APIRouter:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @api.get(
-        "/v1/health",
-        response_model=models.HealthResponse,
-        responses={503: {"model": models.HealthResponse, "description": "Down."}},
-        summary="Health of the gateway and of each dependency, Redis included.",
-    )
-    async def health() -> JSONResponse:
+    async def check() -> models.HealthResponse:
         deps = await state.upstream.health()
         policy = settings.redis_failure_policy
         if settings.redis_url:
@@ -85,8 +146,22 @@ def router(state: GatewayState) -> APIRouter:
             status = "degraded"
         else:
             status = "ok"
-        body = models.HealthResponse(status=status, dependencies=deps, limits=limits)
-        return JSONResponse(body.model_dump(), status_code=503 if status == "down" else 200)
+        return models.HealthResponse(status=status, dependencies=deps, limits=limits)
+
+    cache = HealthCache(check, settings.health_cache_s)
+
+    @api.get(
+        "/v1/health",
+        response_model=models.HealthResponse,
+        responses={503: {"model": models.HealthResponse, "description": "Down."}},
+        summary="Health of the gateway and of each dependency, Redis included; addresses "
+        "and error details only with an admin key. Cached briefly.",
+    )
+    async def health(request: Request) -> JSONResponse:
+        body = await cache.get()
+        if not _is_admin(state, request):
+            body = public_view(body)
+        return JSONResponse(body.model_dump(), status_code=503 if body.status == "down" else 200)
 
     @api.get(
         "/metrics",
