@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, build the offline model, run the local cluster, ingest, search
 #   make test   set up, lint, run every test
-.PHONY: setup system-deps model demo up test lint protos openapi clean
+.PHONY: setup system-deps model demo up install-cli test lint protos openapi clean
 
 VENV := .venv/bin
 MODEL := var/models/minilm
@@ -19,6 +19,15 @@ demo: model
 
 up: model
 	$(VENV)/groundwire up
+
+# `groundwire` on the PATH, for every folder: a link to the checkout's command in
+# ~/.local/bin (BIN=DIR to choose another folder); says how when BIN is not on the PATH
+BIN ?= $(HOME)/.local/bin
+install-cli: setup
+	@mkdir -p "$(BIN)"
+	@ln -sf "$(CURDIR)/$(VENV)/groundwire" "$(BIN)/groundwire"
+	@echo "linked $(BIN)/groundwire -> $(CURDIR)/$(VENV)/groundwire"
+	@case ":$$PATH:" in *":$(BIN):"*) ;; *) echo "$(BIN) is not on your PATH: run  export PATH=\"$(BIN):\$$PATH\"  (and add it to your shell's profile)";; esac
 
 # redis-server and chromium: the tests drive them for real (apt, as root or via sudo)
 system-deps:

@@ -115,6 +115,8 @@ def matrix(
             # on (every admission goes through Redis), but never refusing this file's requests
             "GROUNDWIRE_GATEWAY_RATE_LIMIT_PER_MIN": "1000",
             "GROUNDWIRE_GATEWAY_SEARCH_RATE_LIMIT_PER_MIN": "1000",
+            # each fault is read from health right after it is made: no cached result
+            "GROUNDWIRE_GATEWAY_HEALTH_CACHE_S": "0",
         },
     )
     try:

@@ -1,91 +1,176 @@
 """The groundwire command.
 
-groundwire up                      run the five services locally until Ctrl-C
+groundwire up [--detach]           run the five services locally (until Ctrl-C, or `down`)
+groundwire down                    stop the services `up --detach` started
 groundwire demo                    start the cluster, ingest samples/corpus, search it, ask it
 groundwire ingest PATH...          ingest files or folders into a collection
+groundwire sources COLLECTION      list the sources a collection holds (counts, hashes)
+groundwire chat QUESTION           ask the running cluster; a cited answer
+groundwire config show [SERVICE]   the settings each service gets from `up` (secrets masked)
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
 groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
 groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/chat)
+groundwire load report             load test a local cluster: per-stage p50/p95 (a checkout)
+
+Models, the store and logs live in GROUNDWIRE_HOME (default: the checkout's var/, or
+~/.local/share/groundwire); settings come from flags, then GROUNDWIRE_<SERVICE>_* variables,
+then groundwire.toml (see docs/configuration.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
-import time
+from collections import Counter
 from pathlib import Path
 
+import httpx
+
+from groundwire_cli import config as config_cli
 from groundwire_cli import demo as demo_cli
-from groundwire_cli import evaluate, golden
+from groundwire_cli import evaluate, golden, lifecycle
+from groundwire_cli import sources as sources_cli
+from groundwire_cli.chat import ChatProtocolError, ChatRequestError, ask
+from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import ClusterError, LocalCluster
-from groundwire_cli.ingest import find_documents, ingest_with_progress
+from groundwire_cli.ingest import SUFFIXES, default_root, find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
-DEFAULT_MODEL_DIR = Path("var/models/minilm")
-DEFAULT_DATA = Path("var/qdrant")
-DEFAULT_RUN = Path("var/run")
+DEFAULT_RETRIEVER = "127.0.0.1:50053"
+DEFAULT_GATEWAY = "http://127.0.0.1:8080"
+
+
+def _resolve_paths(args: argparse.Namespace) -> None:
+    """Fills the cluster's folders left unset: flag > environment > settings file >
+    GROUNDWIRE_HOME (never the current folder)."""
+    environ = user_environment()
+    home = config_cli.groundwire_home(environ)
+    args.file_settings = config_cli.load_file(config_cli.config_path(args.config, environ))
+    file = args.file_settings
+    args.model_dir = config_cli.resolve_path(
+        args.model_dir, "embedder", "model_dir", environ, file, home / "models" / "minilm"
+    )
+    args.data_path = config_cli.resolve_path(
+        args.data_path, "retriever", "data_path", environ, file, home / "qdrant"
+    )
+    args.run_dir = args.run_dir or home / "run"
 
 
 def _cluster(args: argparse.Namespace, free_ports: bool) -> LocalCluster:
     if not (args.model_dir / "groundwire-model.json").exists():
         raise SystemExit(
-            f"no model in {args.model_dir}: run `groundwire models build minilm "
-            f"--out {args.model_dir}` first"
+            f"no model in {args.model_dir}: run `make model` in the checkout, or "
+            f"`groundwire models build minilm --out {args.model_dir}`"
         )
     if free_ports:
-        return LocalCluster.with_free_ports(args.run_dir, args.model_dir, args.data_path)
-    return LocalCluster(args.run_dir, args.model_dir, args.data_path)
+        return LocalCluster.with_free_ports(
+            args.run_dir, args.model_dir, args.data_path, file=args.file_settings
+        )
+    return LocalCluster(args.run_dir, args.model_dir, args.data_path, file=args.file_settings)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     cluster = _cluster(args, args.free_ports)
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    print(f"starting {len(cluster.ports)} services; logs in {args.run_dir / 'logs'}", flush=True)
-    cluster.start()
-    try:
-        cluster.wait_ready()
-    except ClusterError as error:
-        print(f"error: {error}", file=sys.stderr)
-        cluster.stop()
+    config_cli.validate(cluster)
+    if args.detach:
+        argv = ["up", "--model-dir", str(args.model_dir), "--data-path", str(args.data_path),
+                "--run-dir", str(args.run_dir)]  # fmt: skip
+        argv += ["--free-ports"] if args.free_ports else []
+        if args.file_settings.path is not None:
+            argv += ["--config", str(args.file_settings.path)]
+        return lifecycle.detach(argv, args.run_dir)
+    existing = lifecycle.running(args.run_dir)
+    if existing is not None:
+        print(
+            f"error: Groundwire is already running ({existing.gateway_url}, pid "
+            f"{existing.pid}); stop it with `groundwire down` or Ctrl-C where it runs",
+            file=sys.stderr,
+        )
         return 1
-    for name, port in cluster.ports.items():
-        print(f"  {name:<13} 127.0.0.1:{port}  SERVING")
-    print(f"Groundwire is up: {cluster.gateway_url}  (Ctrl-C stops it)", flush=True)
-    reported: set[str] = set()
+    return lifecycle.serve(cluster, args.run_dir)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    return lifecycle.down(args.run_dir)
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    cluster = LocalCluster(args.run_dir, args.model_dir, args.data_path, file=args.file_settings)
+    print(config_cli.render(cluster, args.service, user_environment()))
+    return 0
+
+
+def _running_addr(service: str, default: str) -> str:
+    """The address of ``service`` in the cluster `groundwire up` runs (up.json in
+    GROUNDWIRE_HOME), else ``default``."""
+    state = lifecycle.running(config_cli.groundwire_home(user_environment()) / "run")
+    if state is None:
+        return default
+    return state.gateway_url if service == "gateway" else state.addr(service)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    gateway = args.gateway or _running_addr("gateway", DEFAULT_GATEWAY)
     try:
-        while not stop:
-            for name, code in cluster.crashed():
-                if name not in reported:
-                    reported.add(name)
-                    print(
-                        f"error: {name} exited with code {code}; its log ends with:\n"
-                        f"{cluster.children[name].log_tail()}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            time.sleep(0.2)
-    finally:
-        print("stopping…", flush=True)
-        cluster.stop()
-    return 1 if reported else 0
+        with httpx.Client(base_url=gateway, timeout=args.timeout) as client:
+            outcome = ask(client, args.question, collection=args.collection)
+    except httpx.TransportError as error:
+        raise Unavailable(
+            f"no gateway answers at {gateway} ({error}); start the services with "
+            "`groundwire up --detach` or point --gateway at a running gateway",
+            dependency="gateway",
+        ) from None
+    except (ChatRequestError, ChatProtocolError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    demo_cli.print_answer(args.question, outcome)
+    return 1 if outcome.error is not None else 0
+
+
+def _nothing_to_ingest(paths: list[Path]) -> str:
+    """Why nothing under ``paths`` can be ingested: which files are there, and which
+    formats the ingest reads."""
+    found: Counter[str] = Counter()
+    for path in paths:
+        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+        found.update(p.suffix.lower() or "(no suffix)" for p in files)
+    where = ", ".join(map(str, paths))
+    supported = f"supported formats: {', '.join(SUFFIXES)}"
+    if not found:
+        return f"no documents found in {where}: it holds no files; {supported}"
+    kinds = ", ".join(f"{n} {suffix}" for suffix, n in found.most_common(8))
+    more = f" and {len(found) - 8} other kinds" if len(found) > 8 else ""
+    total = sum(found.values())
+    return (
+        f"no documents found in {where}: {total} file{'s' if total > 1 else ''} "
+        f"({kinds}{more}), none in a supported format; {supported}"
+    )
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     files = find_documents(args.paths)
+    # A file named on the command line is found whatever its suffix; one the ingest
+    # cannot read is reported here, and never sent: a request would create the
+    # collection even when every document in it is skipped.
+    unsupported = [f for f in files if f.suffix.lower() not in SUFFIXES]
+    files = [f for f in files if f.suffix.lower() in SUFFIXES]
     if not files:
-        print("no documents found", file=sys.stderr)
+        print(f"error: {_nothing_to_ingest(args.paths)}", file=sys.stderr)
         return 1
+    for f in unsupported:
+        print(f"  skipped {f}: not a supported format ({', '.join(SUFFIXES)})", file=sys.stderr)
+    retriever = args.retriever or _running_addr("retriever", DEFAULT_RETRIEVER)
+    root = args.root or default_root(args.paths)  # never the working directory
     return _ingest(
-        args.retriever, args.collection, files, args.root, full_reindex=args.full_reindex
+        retriever,
+        args.collection,
+        files,
+        root,
+        full_reindex=args.full_reindex,
+        url_prefix=args.url_prefix,
     )
 
 
@@ -96,9 +181,12 @@ def _ingest(
     root: Path | None,
     *,
     full_reindex: bool = False,
+    url_prefix: str = "",
 ) -> int:
     try:
-        ingest_with_progress(addr, collection, files, root=root, full_reindex=full_reindex)
+        ingest_with_progress(
+            addr, collection, files, root=root, full_reindex=full_reindex, url_prefix=url_prefix
+        )
     except Unavailable as error:
         if error.dependency != "retriever":
             raise
@@ -139,7 +227,8 @@ def cmd_models_build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    out = args.out or Path("var/models") / args.profile
+    home = config_cli.groundwire_home(user_environment())
+    out = args.out or home / "models" / args.profile
     report = build(args.profile, out, int8=args.int8, source=args.source)  # type: ignore[operator]
     print(f"built {report.profile} into {report.out_dir} in {report.seconds:.1f}s")
     return 0
@@ -147,8 +236,9 @@ def cmd_models_build(args: argparse.Namespace) -> int:
 
 def cmd_load_report(args: argparse.Namespace) -> int:
     # benchmarks/ is not part of the installed package: run the checkout's script
-    script = Path(__file__).resolve().parents[3] / "benchmarks" / "load_report.py"
-    if not script.exists():
+    root = config_cli.checkout_root()
+    script = (root or Path(".")) / "benchmarks" / "load_report.py"
+    if root is None or not script.exists():
         print(
             f"error: {script} not found: `groundwire load report` runs from a source checkout",
             file=sys.stderr,
@@ -164,31 +254,65 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def cluster_args(p: argparse.ArgumentParser) -> None:
+        # None: resolved by _resolve_paths (environment, settings file, GROUNDWIRE_HOME)
         p.add_argument(
             "--model-dir",
             type=Path,
-            default=DEFAULT_MODEL_DIR,
-            help="embedder model folder (default: %(default)s)",
+            default=None,
+            help="embedder model folder (default: GROUNDWIRE_HOME/models/minilm)",
         )
         p.add_argument(
             "--data-path",
             type=Path,
-            default=DEFAULT_DATA,
-            help="embedded Qdrant folder (default: %(default)s)",
+            default=None,
+            help="embedded Qdrant folder (default: GROUNDWIRE_HOME/qdrant)",
         )
         p.add_argument(
             "--run-dir",
             type=Path,
-            default=DEFAULT_RUN,
-            help="logs and ready files (default: %(default)s)",
+            default=None,
+            help="logs, ready files and up.json (default: GROUNDWIRE_HOME/run)",
         )
+        p.add_argument(
+            "--config",
+            type=Path,
+            default=None,
+            help="settings file (default: GROUNDWIRE_CONFIG, else "
+            "~/.config/groundwire/groundwire.toml when it exists)",
+        )
+        p.set_defaults(resolve_paths=True)
 
-    up = sub.add_parser("up", help="run all five services locally until Ctrl-C")
-    cluster_args(up)
-    up.add_argument(
-        "--free-ports", action="store_true", help="pick free ports instead of 50051-50054 and 8080"
+    up = sub.add_parser(
+        "up", help="run all five services locally until Ctrl-C (or in the background: -d)"
     )
+    cluster_args(up)
+    lifecycle.add_up_arguments(up)
     up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop the services `groundwire up --detach` started")
+    cluster_args(down)
+    down.set_defaults(func=cmd_down)
+
+    chat = sub.add_parser("chat", help="ask the running cluster a question; a cited answer")
+    chat.add_argument("question")
+    chat.add_argument("--collection", default="docs")
+    chat.add_argument(
+        "--gateway",
+        default=None,
+        help=f"gateway URL (default: the one `groundwire up` runs, else {DEFAULT_GATEWAY})",
+    )
+    chat.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
+    chat.set_defaults(func=cmd_chat)
+
+    settings = sub.add_parser("config", help="the settings `groundwire up` gives each service")
+    settings_sub = settings.add_subparsers(dest="config_command", required=True)
+    show = settings_sub.add_parser(
+        "show",
+        help="print each service's effective settings and where each comes from (secrets masked)",
+    )
+    show.add_argument("service", nargs="?", choices=config_cli.SERVICES, default=None)
+    cluster_args(show)
+    show.set_defaults(func=cmd_config_show)
 
     demo = sub.add_parser(
         "demo", help="start the cluster, ingest the sample corpus, search it and ask it"
@@ -200,9 +324,25 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="ingest files or folders through the retriever")
     ingest.add_argument("paths", nargs="+", type=Path)
     ingest.add_argument("--collection", default="docs")
-    ingest.add_argument("--retriever", default="127.0.0.1:50053", help="retriever gRPC address")
     ingest.add_argument(
-        "--root", type=Path, default=None, help="source ids are paths relative to this folder"
+        "--retriever",
+        default=None,
+        help=f"retriever gRPC address (default: the one `groundwire up` runs, else "
+        f"{DEFAULT_RETRIEVER})",
+    )
+    ingest.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="source ids are paths relative to this folder (default: the folder given, or "
+        "the deepest folder holding all the paths given; never the working directory)",
+    )
+    ingest.add_argument(
+        "--url-prefix",
+        default="",
+        help="the site the files are published on: each source's URL is this prefix plus "
+        "its source id (e.g. https://docs.example.com/ + guide/install.html); without it, "
+        "citations open the stored text in the gateway",
     )
     ingest.add_argument(
         "--full-reindex",
@@ -212,6 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
         "given disappear); one request, up to 60 MiB",
     )
     ingest.set_defaults(func=cmd_ingest)
+
+    sources = sub.add_parser("sources", help="list the sources a collection holds")
+    sources_cli.add_arguments(sources)
+    sources.set_defaults(func=sources_cli.run_command)
 
     models = sub.add_parser("models", help="build model folders")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -265,6 +409,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `up` installs its own handler
     try:
+        if getattr(args, "resolve_paths", False):
+            _resolve_paths(args)
         sys.exit(args.func(args))
     except GroundwireError as error:
         where = f" ({error.dependency})" if error.dependency else ""
@@ -272,6 +418,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except (FileNotFoundError, ClusterError) as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except BrokenPipeError:
+        # the reader went away (`groundwire config show | head`); as the Python docs
+        # advise, point stdout at devnull so the interpreter's final flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
 
 

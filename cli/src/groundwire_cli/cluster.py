@@ -3,6 +3,10 @@
 Used by `groundwire up`, `groundwire demo` and the end-to-end tests. Each child gets
 its settings as environment variables (the same names as in docker-compose and
 Kubernetes), writes a ready file once it is SERVING, and logs to its own file.
+
+A child's settings are the user's (``child_settings``: the environment over the
+settings file) with what the cluster must assign on top: host, port, peer addresses,
+the ready file, the embedder's model folder and the retriever's data folder.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groundwire_cli.child_settings import child_environment
+from groundwire_cli.child_settings import child_environment, user_environment
+from groundwire_cli.config import SERVICES, FileSettings, prefix, user_settings
 
-SERVICES = ("embedder", "reranker", "retriever", "orchestrator", "gateway")
+__all__ = ["SERVICES", "ClusterError", "LocalCluster", "free_port"]
 DEFAULT_PORTS = {
     "embedder": 50051,
     "reranker": 50052,
@@ -74,7 +79,10 @@ class LocalCluster:
     data_path: Path
     ports: dict[str, int] = field(default_factory=dict)
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Settings over everything else (full names); each child gets only its own."""
     children: dict[str, Child] = field(default_factory=dict)
+    file: FileSettings = field(default_factory=FileSettings)
+    """The settings file's values, under the environment's."""
 
     @classmethod
     def with_free_ports(
@@ -83,9 +91,15 @@ class LocalCluster:
         model_dir: Path,
         data_path: Path,
         extra_env: Mapping[str, str] | None = None,
+        file: FileSettings | None = None,
     ) -> LocalCluster:
         return cls(
-            run_dir, model_dir, data_path, {s: free_port() for s in SERVICES}, dict(extra_env or {})
+            run_dir,
+            model_dir,
+            data_path,
+            {s: free_port() for s in SERVICES},
+            dict(extra_env or {}),
+            file=file or FileSettings(),
         )
 
     def __post_init__(self) -> None:
@@ -99,13 +113,12 @@ class LocalCluster:
     def addr(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
 
-    def env_for(self, name: str) -> dict[str, str]:
-        """The environment one child runs with: its settings and nothing surprising."""
-        prefix = f"GROUNDWIRE_{name.upper()}_"
-        child = self.children[name]
+    def assigned(self, name: str) -> dict[str, str]:
+        """What the cluster sets for one child (names without the prefix), over the
+        user's settings: where it listens, where its peers are, and its folders."""
         settings = {
             "PORT": str(self.ports[name]),
-            "READY_FILE": str(child.ready_path),
+            "READY_FILE": str(self.run_dir / f"{name}.ready"),
             "HOST": "127.0.0.1",
         }
         if name == "embedder":
@@ -120,7 +133,32 @@ class LocalCluster:
         if name == "gateway":
             settings["ORCHESTRATOR_ADDR"] = self.addr("orchestrator")
             settings["RETRIEVER_ADDR"] = self.addr("retriever")
-        return child_environment(prefix, settings, self.extra_env)
+        return settings
+
+    def user_settings(self, name: str) -> dict[str, str]:
+        """The user's settings of one child: the environment's over the file's."""
+        return user_settings(name, user_environment(), self.file)
+
+    def overridden(self) -> list[str]:
+        """``service NAME`` for each user setting the cluster replaces with its own
+        value (`groundwire up` says so rather than ignore it silently)."""
+        return [
+            f"{name} {prefix(name)}{key}={value} (uses {self.assigned(name)[key]})"
+            for name in SERVICES
+            for key, value in sorted(self.user_settings(name).items())
+            if key in self.assigned(name) and self.assigned(name)[key] != value
+        ]
+
+    def env_for(self, name: str) -> dict[str, str]:
+        """The environment one child runs with: its own settings and no other
+        service's (see ``child_settings``)."""
+        return child_environment(
+            name,
+            user_environment(),
+            self.user_settings(name),
+            self.assigned(name),
+            self.extra_env,
+        )
 
     def start(self, names: tuple[str, ...] = SERVICES) -> None:
         """Starts the children (without waiting for them). Raises ClusterError, before

@@ -28,10 +28,13 @@ from groundwire_cli.chat import (
     ask,
 )
 from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_cli.config import FileSettings, checkout_root
 from groundwire_cli.ingest import IngestTotals, find_documents, ingest_with_progress
 
-DEFAULT_CORPUS = Path("samples/corpus")
-DEFAULT_QUESTIONS = Path("samples/questions.txt")
+# the checkout's samples wherever the command runs; relative only for an installed CLI
+_SAMPLES = (checkout_root() or Path(".")) / "samples"
+DEFAULT_CORPUS = _SAMPLES / "corpus"
+DEFAULT_QUESTIONS = _SAMPLES / "questions.txt"
 MODE_LABELS = {
     "extractive": "EXTRACTIVE — sentences quoted from the excerpts; no language model",
     "generated": "GENERATED — written by the language model from the excerpts",
@@ -66,16 +69,18 @@ def serving_corpus(
     corpus: Path,
     collection: str,
     extra_env: Mapping[str, str] | None = None,
+    file: FileSettings | None = None,
 ) -> Iterator[LocalCluster]:
     """A local cluster on free ports with ``corpus`` ingested into ``collection``;
-    stopped on exit. Raises ClusterError (a child died or never got ready) and
-    FileNotFoundError (no model, no corpus)."""
+    stopped on exit. ``file`` is the settings file's values (under the environment's).
+    Raises ClusterError (a child died or never got ready) and FileNotFoundError (no
+    model, no corpus)."""
     if not (model_dir / "groundwire-model.json").exists():
         raise FileNotFoundError(
             f"no model in {model_dir}: run `groundwire models build minilm --out {model_dir}` "
             "first (or `make model`)"
         )
-    cluster = LocalCluster.with_free_ports(run_dir, model_dir, data_path, extra_env)
+    cluster = LocalCluster.with_free_ports(run_dir, model_dir, data_path, extra_env, file)
     print(f"starting the local cluster (logs in {run_dir / 'logs'})…", flush=True)
     with cluster:
         cluster.start()
@@ -224,6 +229,7 @@ def run_command(args: argparse.Namespace) -> int:
             data_path=args.data_path,
             corpus=args.corpus,
             collection=args.collection,
+            file=getattr(args, "file_settings", None),
         ) as cluster:
             return run_demo(
                 cluster.gateway_url,

@@ -45,12 +45,13 @@ from tqdm import tqdm
 from groundwire.common.v1 import common_pb2
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import LocalCluster
+from groundwire_cli.config import default_model_dir
 from groundwire_cli.progress import progress
 from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
-DEFAULT_MODEL_DIR = Path("var/models/minilm")
 COLLECTION = "eval"
 INGEST_BATCH = 64
 EMBED_BATCH = 64
@@ -969,7 +970,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir",
         type=Path,
-        default=DEFAULT_MODEL_DIR,
+        default=default_model_dir(user_environment()),
         help="embedder model folder; built (minilm) when missing (default: %(default)s)",
     )
     parser.add_argument(

@@ -54,10 +54,11 @@ from groundwire_cli.chat import (
     ChatRequestError,
     ask,
 )
+from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import ClusterError
+from groundwire_cli.config import default_model_dir
 from groundwire_cli.demo import DEFAULT_CORPUS, serving_corpus, stage_line
 
-DEFAULT_MODEL_DIR = Path("var/models/minilm")
 DEFAULT_COLLECTION = "docs"
 RATE_LIMIT_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
@@ -618,7 +619,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir",
         type=Path,
-        default=DEFAULT_MODEL_DIR,
+        default=default_model_dir(user_environment()),
         help="embedder model of the local cluster (default: %(default)s)",
     )
     parser.add_argument(
