@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2
 from groundwire_core.errors import InvalidInput
@@ -22,6 +25,9 @@ from groundwire_retriever.domain import (
 from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.service import DocumentOutcome
 
+K = TypeVar("K", bound=int)
+T = TypeVar("T")
+
 PATHS = {
     retriever_pb2.SEARCH_PATH_DENSE: SearchPath.DENSE,
     retriever_pb2.SEARCH_PATH_SPARSE: SearchPath.SPARSE,
@@ -35,6 +41,11 @@ FORMATS = {
     retriever_pb2.DOCUMENT_FORMAT_HTML: "html",
     retriever_pb2.DOCUMENT_FORMAT_PDF: "pdf",
 }
+FUSIONS = {retriever_pb2.Fusion.Value(f"FUSION_{f.name}"): f for f in Fusion}
+"""Each ``Fusion`` by its wire value, matched by name: a member without a value in
+the proto fails here, at import."""
+DEFAULT_FUSION = Fusion.RRF
+"""What ``FUSION_UNSPECIFIED`` means (documented in retriever.proto)."""
 STATUSES = {
     "ingested": retriever_pb2.DOCUMENT_STATUS_INGESTED,
     "unchanged": retriever_pb2.DOCUMENT_STATUS_UNCHANGED,
@@ -57,11 +68,29 @@ def collection_to_proto(stats: CollectionStats) -> retriever_pb2.Collection:
     )
 
 
+def _enum(table: Mapping[K, T], value: K, what: str) -> T:
+    """``table[value]``; ``InvalidInput`` for a value this server does not know (a
+    newer client's), instead of quietly treating it as another."""
+    try:
+        return table[value]
+    except KeyError:
+        raise InvalidInput(f"unknown {what} value {value}") from None
+
+
+def fusion_from_proto(value: int) -> Fusion:
+    """The fusion method; UNSPECIFIED is ``DEFAULT_FUSION``. Raises InvalidInput for an
+    unknown value."""
+    if value == retriever_pb2.FUSION_UNSPECIFIED:
+        return DEFAULT_FUSION
+    return _enum(FUSIONS, value, "fusion")
+
+
 def document_from_proto(doc: retriever_pb2.Document) -> DocumentInput:
+    """Raises InvalidInput for an unknown document format value."""
     return DocumentInput(
         source_id=doc.source_id,
         content=doc.content,
-        format=FORMATS.get(doc.format, ""),
+        format=_enum(FORMATS, doc.format, "document format"),
         title=doc.title,
         url=doc.url,
         doc_type=doc.doc_type,
@@ -131,13 +160,12 @@ def chunk_to_proto(chunk: Chunk, out: retriever_pb2.Chunk | None = None) -> retr
 
 
 def query_from_proto(request: retriever_pb2.SearchRequest) -> SearchQuery:
+    """Raises InvalidInput for an unknown path or fusion value, or a weight of an
+    unknown path."""
     dense = tuple(request.dense.values) if request.HasField("dense") else None
     sparse = _sparse(request.sparse) if request.HasField("sparse") else None
     if request.paths:
-        unknown = [p for p in request.paths if p not in PATHS]
-        if unknown:
-            raise InvalidInput(f"unknown search path value(s): {unknown}")
-        paths = frozenset(PATHS[p] for p in request.paths)
+        paths = frozenset(_enum(PATHS, p, "search path") for p in request.paths)
     else:
         paths = frozenset(SearchPath)
     weights: dict[SearchPath, float] = {}
@@ -152,7 +180,7 @@ def query_from_proto(request: retriever_pb2.SearchRequest) -> SearchQuery:
         sparse=sparse,
         paths=paths,
         path_limit=request.path_limit or 100,
-        fusion=Fusion.WEIGHTED if request.fusion == retriever_pb2.FUSION_WEIGHTED else Fusion.RRF,
+        fusion=fusion_from_proto(request.fusion),
         rrf_k=request.rrf_k or 60,
         weights=weights,
         filters=tuple(FieldFilter(f.field, tuple(f.any_of)) for f in request.filters),

@@ -24,7 +24,10 @@ class SearchPath(enum.Enum):
 
 
 class Fusion(enum.Enum):
-    """How the ranked lists of several paths are merged into one."""
+    """How the ranked lists of several paths are merged into one.
+
+    Each member has a function in ``fusion.METHODS`` and a wire value of the same name
+    (``FUSION_<NAME>``) in retriever.proto; docs/recipes/fusion.md adds one."""
 
     RRF = "rrf"
     """Reciprocal rank fusion: ``sum(1 / (k + rank))`` over the paths."""

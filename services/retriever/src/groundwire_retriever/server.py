@@ -100,7 +100,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def ListCollections(
         self, request: retriever_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.ListCollectionsResponse:
-        stats = await self.core.list_collections()
+        stats = await self.core.list_collections(counts=request.counts)
         return retriever_pb2.ListCollectionsResponse(
             collections=[convert.collection_to_proto(s) for s in stats]
         )
@@ -210,7 +210,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def Stats(
         self, request: retriever_pb2.StatsRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.StatsResponse:
-        stats = await self.core.list_collections()
+        stats = await self.core.list_collections(counts=True)
         return retriever_pb2.StatsResponse(
             collections=[convert.collection_to_proto(s) for s in stats], engine=self.core.engine
         )

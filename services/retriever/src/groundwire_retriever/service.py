@@ -29,7 +29,7 @@ from groundwire_retriever.domain import (
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
 from groundwire_retriever.ingest.sandbox import ParseSandbox
 from groundwire_retriever.store.base import VectorStore
-from groundwire_retriever.store.common import check_model, validate_collection_name
+from groundwire_retriever.store.validation import check_model, validate_collection_name
 
 log = logging.getLogger("groundwire.retriever")
 
@@ -163,8 +163,13 @@ class RetrieverCore:
             embedder_model=info.model_id,
         )
 
-    async def list_collections(self) -> list[CollectionStats]:
+    async def list_collections(self, *, counts: bool) -> list[CollectionStats]:
+        """Every collection; with ``counts`` its chunk and source counts (``describe``
+        for each: they count and facet every chunk, an admin call), else zeros and no
+        chunk is read (what request paths need: names and filterable fields)."""
         specs = await self.list_specs()
+        if not counts:
+            return [CollectionStats(spec, chunks=0, sources=0) for spec in specs]
         return [await self.describe(spec.name) for spec in specs]
 
     async def list_specs(self) -> list[CollectionSpec]:

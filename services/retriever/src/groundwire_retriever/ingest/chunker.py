@@ -1,4 +1,6 @@
-"""Section-aware chunking of Markdown-like text.
+"""Section-aware chunking of Markdown-like text. One idea at ~730 lines: the block
+reader, the section planner and the packer share one token budget and one notion of
+a block, and every rule (fences, tables, overlap) touches all three.
 
 Splits at headings, keeps a fenced code block or a table whole (a block is only cut
 when it alone exceeds the budget, and then each piece is re-fenced, or keeps the

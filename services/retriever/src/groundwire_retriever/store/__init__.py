@@ -6,7 +6,7 @@ local mode). Both are ``VersionedStore`` over an engine, so they behave the same
 """
 
 from groundwire_retriever.store.base import StagedSource, VectorStore
-from groundwire_retriever.store.common import Bm25Settings
+from groundwire_retriever.store.bm25 import Bm25Settings
 from groundwire_retriever.store.edge import EdgeStore
 from groundwire_retriever.store.qdrant import QdrantServerStore
 

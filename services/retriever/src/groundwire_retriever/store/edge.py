@@ -17,7 +17,7 @@ interrupted: removed on open.
 Each shard has the named vectors ``dense`` (cosine; with an int8 scalar-quantized copy
 for search, rescored with the originals), ``sparse`` (learned lexical weights, only
 when the spec asks for them) and ``bm25`` (qdrant-edge's BM25 embedding, computed in
-``common``; Qdrant applies the IDF modifier at query time), keyword indexes on
+``store.bm25``; Qdrant applies the IDF modifier at query time), keyword indexes on
 ``revision``, ``source_id`` and the filterable fields, and its payload in RAM (see
 ``shard_config``).
 
@@ -30,6 +30,10 @@ generation's folder is still there, so searches fail as health does (``ping``) o
 the data folder is deleted or unmounted, instead of answering from files that are
 gone (a restart would come up without them). Visibility, atomic
 re-ingest and re-index are ``VersionedStore``'s; this module only runs the engine.
+
+Why one module of this size: it is the one adapter to one engine (qdrant-edge's own
+classes, folder layout, crash recovery of that layout, index builds on a copy); no
+other module touches the engine's API.
 """
 
 from __future__ import annotations
@@ -52,19 +56,19 @@ import qdrant_edge as qe
 from groundwire_core.errors import BackendFailure, Unavailable
 from groundwire_retriever.domain import CollectionSpec, SparseVec
 from groundwire_retriever.store import disk
-from groundwire_retriever.store.common import (
+from groundwire_retriever.store.bm25 import Bm25Settings
+from groundwire_retriever.store.engine import PointData, StoredCollection, Where
+from groundwire_retriever.store.payload import (
     BM25_VECTOR,
-    COLLECTION_NAME_RE,
     DENSE_VECTOR,
     REVISION_KEY,
     SPARSE_VECTOR,
     SPEC_FORMAT,
-    Bm25Settings,
     indexed_fields,
     spec_from_json,
     spec_to_json,
 )
-from groundwire_retriever.store.engine import PointData, StoredCollection, Where
+from groundwire_retriever.store.validation import COLLECTION_NAME_RE
 from groundwire_retriever.store.versioned import VersionedStore
 
 __all__ = [
@@ -578,7 +582,7 @@ class EdgeEngine:
             points = shard.query(request)
         except Exception:
             raise _engine_error(f"search {self._label(generation)} ({using} path)") from None
-        # Every point id here is a UUID (``common.point_id``); its 128-bit integer
+        # Every point id here is a UUID (``payload.point_id``); its 128-bit integer
         # hashes in C, where ``uuid.UUID.__hash__`` is Python code run ~1,000 times
         # per fused search.
         return [(p.id.int, p.score) for p in points]  # type: ignore[union-attr]

@@ -12,7 +12,7 @@ request, which Qdrant applies atomically. Each generation's collection metadata 
 ``{"groundwire": {format, spec, bm25, revisions}}``. A ``<name>.<hex12>`` collection
 with that metadata and no alias pointing at it is a re-index that never switched:
 removed on open. The schema, payload and BM25 vectors are the ones ``EdgeStore``
-writes (built in ``common`` and ``versioned``).
+writes (built in ``payload``, ``bm25`` and ``versioned``).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from qdrant_client.http.exceptions import ResponseHandlingException
 
 from groundwire_core.errors import AlreadyExists, BackendFailure, GroundwireError, Unavailable
 from groundwire_retriever.domain import CollectionSpec, SparseVec
-from groundwire_retriever.store.common import (
+from groundwire_retriever.store.bm25 import Bm25Settings
+from groundwire_retriever.store.engine import PointData, StoredCollection, Where
+from groundwire_retriever.store.payload import (
     BM25_VECTOR,
     DENSE_VECTOR,
     SPARSE_VECTOR,
-    Bm25Settings,
     indexed_fields,
 )
-from groundwire_retriever.store.engine import PointData, StoredCollection, Where
 from groundwire_retriever.store.versioned import VersionedStore
 
 __all__ = ["QdrantEngine", "QdrantServerStore"]

@@ -30,6 +30,10 @@ killed re-index leaves the old generation current and its own is removed on open
 One process writes a collection at a time. The views live in that process: several
 retriever replicas on one Qdrant server would each need the others' switches before
 deleting retired points, which this store does not coordinate.
+
+Why one module of this size: the views, revisions, generations and the grace period
+are one protocol whose invariants (what a reader may see, when a point may go) hold
+only together; validation, payload layout, BM25 and fusion live in their own modules.
 """
 
 from __future__ import annotations
@@ -70,32 +74,31 @@ from groundwire_retriever.domain import (
     SourceSummary,
     SparseVec,
 )
+from groundwire_retriever.fusion import PATH_ORDER, fuse
 from groundwire_retriever.store.base import StagedSource
-from groundwire_retriever.store.common import (
+from groundwire_retriever.store.bm25 import Bm25Settings, bm25_document_text
+from groundwire_retriever.store.engine import Engine, PointData, StoredCollection, Where
+from groundwire_retriever.store.payload import (
     CHUNK_FIELDS,
-    PATH_ORDER,
     REVISION_KEY,
     SPEC_FORMAT,
     VECTOR_NAMES,
-    Bm25Settings,
-    bm25_document_text,
-    canonical_id,
-    check_model,
     chunk_from_payload,
     chunk_payload,
-    cut_drop_off,
-    dense_values,
-    fuse,
     payload_key,
     point_id,
-    sparse_values,
     spec_from_json,
     spec_to_json,
+)
+from groundwire_retriever.store.validation import (
+    canonical_id,
+    check_model,
+    dense_values,
+    sparse_values,
     validate_collection_name,
     validate_query,
     validate_spec,
 )
-from groundwire_retriever.store.engine import Engine, PointData, StoredCollection, Where
 
 log = logging.getLogger(__name__)
 
@@ -535,14 +538,7 @@ class VersionedStore:
                 ms = (time.perf_counter() - started) * 1000.0
                 ranked[path] = found
                 reports.append(PathReport(path, ms=ms, hits=len(found)))
-            fused = fuse(
-                ranked,
-                fusion=query.fusion,
-                rrf_k=query.rrf_k,
-                weights=query.weights,
-                limit=query.limit,
-            )
-            fused = cut_drop_off(fused, query.drop_off)
+            fused = fuse(ranked, query)
             payloads = self._engine.retrieve(gen.id, [f.point_id for f in fused]) if fused else {}
         hits = tuple(
             Hit(

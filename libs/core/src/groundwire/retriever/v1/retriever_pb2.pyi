@@ -83,8 +83,10 @@ class CreateCollectionRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., filterable: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListCollectionsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("counts",)
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    counts: bool
+    def __init__(self, counts: _Optional[bool] = ...) -> None: ...
 
 class ListCollectionsResponse(_message.Message):
     __slots__ = ("collections",)

@@ -113,7 +113,8 @@ class RetrieverServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListCollections(self, request, context):
-        """Lists collections.
+        """Lists collections: their specs (cheap: no chunk is read), or with `counts` also
+        their counts (counts and facets every chunk: an admin call).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
