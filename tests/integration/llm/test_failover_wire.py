@@ -13,8 +13,9 @@ from pydantic import SecretStr
 
 from groundwire_core.errors import Overloaded, Unavailable
 from groundwire_orchestrator.llm.base import ChatMessage, LLMRequest, TextDelta, served_by
-from groundwire_orchestrator.llm.factory import LLMConfig, build_llm
+from groundwire_orchestrator.llm.factory import build_llm
 from groundwire_orchestrator.llm.failover import FailoverLLM
+from groundwire_orchestrator.settings import OrchestratorSettings
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.integration.llm.conftest import make_provider
 
@@ -141,18 +142,18 @@ async def test_cancelling_a_chain_closes_the_serving_stream(
     assert await openai_fake.wait_for_disconnect(1.0) - cancelled_at < 1.0
 
 
-async def test_build_llm_from_config_reaches_both_fakes(
+async def test_build_llm_from_settings_reaches_both_fakes(
     claude_fake: FakeLLMServer, openai_fake: FakeLLMServer
 ) -> None:
-    config = LLMConfig(
+    settings = OrchestratorSettings(
         anthropic_api_key=SecretStr("sk-fake"),
         anthropic_base_url=claude_fake.url,
         openai_base_url=openai_fake.openai_url,
         openai_strong_model="local-model",
-        order="anthropic,openai",
-        timeout_s=2.0,
+        llm_order="anthropic,openai",
+        llm_timeout_s=2.0,
     )
-    llm = build_llm(config)
+    llm = build_llm(settings)
     assert llm is not None
     await llm.warm_up()
     claude_fake.push(Reply(status=429, retry_after=2))
@@ -161,5 +162,5 @@ async def test_build_llm_from_config_reaches_both_fakes(
         assert await _text(llm) == ("served locally", "openai")
     finally:
         await llm.aclose()
-    assert claude_fake.bodies()[0]["model"] == config.anthropic_strong_model
+    assert claude_fake.bodies()[0]["model"] == settings.anthropic_strong_model
     assert openai_fake.bodies()[0]["model"] == "local-model"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 
 import pytest
 
+from groundwire_cli.cluster import free_port
 from groundwire_core.errors import (
     BackendFailure,
     DeadlineExceeded,
@@ -193,10 +193,17 @@ async def test_cancelling_before_the_first_byte_closes_the_request(
     fake.push(Reply(hang=True))
     task = asyncio.create_task(_events(llm, timeout_s=30))
     await fake.wait_for_requests(1, timeout_s=5)
+    cancelled_at = time.monotonic()
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    await fake.wait_for_disconnect(1.0)
+    assert task.cancelled(), "the cancellation reached the caller, not swallowed"
+    closed_at = await fake.wait_for_disconnect(1.0)
+    [closed] = fake.disconnects
+    # the server saw this request closed, with nothing sent, soon after the cancel
+    assert (closed.request_index, closed.chunks_sent) == (0, 0)
+    assert 0 <= closed_at - cancelled_at < 1.0
+    assert fake.completed == 0
 
 
 async def test_close_stream_stops_the_server_generating(
@@ -240,9 +247,7 @@ async def test_malformed_tool_arguments_are_a_backend_failure(
 
 
 async def test_an_unreachable_endpoint_is_unavailable(kind: Kind) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = FakeLLMServer(port=port)  # never started: nothing listens on port
     llm = make_provider(kind, server)
     try:

@@ -8,7 +8,6 @@ The service is a fake OrchestratorService: Search (unary) behaves by its query, 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -21,6 +20,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from groundwire.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from groundwire_cli.cluster import free_port
 from groundwire_core.context import request_scope
 from groundwire_core.errors import Overloaded, Unavailable
 from groundwire_core.grpc.client import create_channel
@@ -85,12 +85,6 @@ class FakeService:
 
     async def stop(self) -> None:
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def value(name: str, **labels: str) -> float:

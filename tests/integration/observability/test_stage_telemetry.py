@@ -14,10 +14,10 @@ from opentelemetry.trace import StatusCode
 from prometheus_client import REGISTRY
 
 from groundwire_core.errors import Unavailable
-from groundwire_orchestrator.clients.llm import ObservedLLM
 from groundwire_orchestrator.domain import AnswerDone, AskEvent, StageReport, StagesDone, Turn
 from groundwire_orchestrator.llm.base import ChatMessage, LLMRequest, StreamEvent, TextDelta
 from groundwire_orchestrator.llm.failover import FailoverLLM
+from groundwire_orchestrator.llm.observed import ObservedLLM
 from groundwire_orchestrator.pipeline import AskInput, ChainConfig, Pipeline
 from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import GroundedAnswerStage

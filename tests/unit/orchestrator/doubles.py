@@ -206,7 +206,7 @@ class FakeRetriever:
         self.describes.append(collection)
         if self.down:
             raise Unavailable("the retriever is down", dependency="retriever")
-        return CollectionInfo(collection, self.filterable, len(self.chunks))
+        return CollectionInfo(collection, self.filterable)
 
     async def search(self, query: HybridQuery) -> tuple[list[Candidate], list[PathSummary]]:
         self.queries.append(query)

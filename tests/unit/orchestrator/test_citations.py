@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import pytest
 
-from groundwire_orchestrator.domain import Verification
+from groundwire_orchestrator.domain import Citation, NumberedSource, StageReport, Verification
 from groundwire_orchestrator.stages.citations import (
-    CitationFilter,
     CitationVerifier,
-    SourceLedger,
+    VerificationInput,
     cited_sentences,
-    clean_markers,
-    is_decline,
 )
-from groundwire_orchestrator.stages.text import marker_numbers, split_sentences, strip_markers
+from groundwire_orchestrator.text.ledger import CitationFilter, SourceLedger, clean_markers
+from groundwire_orchestrator.text.prompting import is_decline
+from groundwire_orchestrator.text.sentences import marker_numbers, split_sentences, strip_markers
 from tests.unit.orchestrator.doubles import FakeEmbedder, chunk
 
+
+class _Verified(NamedTuple):
+    citations: tuple[Citation, ...]
+    report: StageReport
+
+
+async def _verify(
+    verifier: CitationVerifier, text: str, sources: Callable[[int], NumberedSource | None]
+) -> _Verified:
+    return _Verified(*await verifier.run(VerificationInput(text, sources)))
 
 def test_ledger_is_append_only_and_keeps_first_numbers() -> None:
     ledger = SourceLedger()
@@ -107,7 +119,7 @@ def _get(n: int):  # type: ignore[no-untyped-def]
 async def test_verifier_flags_the_citation_whose_chunk_does_not_support_its_sentence() -> None:
     verifier = CitationVerifier(FakeEmbedder(), threshold=0.5)
     text = "Each API key may send 60 requests a minute [1]. Rate limits are enforced per key [2]."
-    result = await verifier.run(text, _get)
+    result = await _verify(verifier, text, _get)
     by_number = {c.number: c for c in result.citations}
     assert by_number[1].status is Verification.SUPPORTED and by_number[1].support >= 0.5
     assert by_number[2].status is Verification.UNSUPPORTED and by_number[2].support < 0.5
@@ -117,13 +129,13 @@ async def test_verifier_flags_the_citation_whose_chunk_does_not_support_its_sent
 
 async def test_verifier_marks_unchecked_when_the_embedder_is_down() -> None:
     verifier = CitationVerifier(FakeEmbedder(down=True), threshold=0.5)
-    result = await verifier.run("Keys are limited [1].", _get)
+    result = await _verify(verifier, "Keys are limited [1].", _get)
     assert [c.status for c in result.citations] == [Verification.UNCHECKED]
     assert result.report.fallback and result.report.dependency == "embedder"
 
 
 async def test_verifier_skips_numbers_without_a_source() -> None:
-    result = await CitationVerifier(FakeEmbedder(), threshold=0.5).run("X [9].", _get)
+    result = await _verify(CitationVerifier(FakeEmbedder(), threshold=0.5), "X [9].", _get)
     assert result.citations == ()
 
 
@@ -140,8 +152,8 @@ async def test_a_figure_the_chunk_does_not_state_sinks_the_support() -> None:
         return NumberedSource(n, sources[n])
 
     verifier = CitationVerifier(FakeEmbedder(), threshold=0.5)
-    right = await verifier.run("Each key may send sixty requests a minute [1].", get)
-    wrong = await verifier.run("Each key may send six hundred requests a minute [1].", get)
+    right = await _verify(verifier, "Each key may send sixty requests a minute [1].", get)
+    wrong = await _verify(verifier, "Each key may send six hundred requests a minute [1].", get)
     assert right.citations[0].support >= 0.9
     assert wrong.citations[0].support < 0.5
     assert wrong.citations[0].status is Verification.UNSUPPORTED
@@ -149,7 +161,8 @@ async def test_a_figure_the_chunk_does_not_state_sinks_the_support() -> None:
 
 async def test_a_verbatim_quote_is_supported_without_the_embedder() -> None:
     embedder = FakeEmbedder(down=True)
-    result = await CitationVerifier(embedder, threshold=0.5).run(
+    result = await _verify(
+        CitationVerifier(embedder, threshold=0.5),
         "**Each key** may send 60 requests a minute [1]. Keys rotate weekly [1].", _get_quoted
     )
     quote, other = result.citations
@@ -166,11 +179,13 @@ async def test_a_quote_that_changed_a_character_is_not_verbatim() -> None:
                                           "needs, as in the `.crate` file."))
 
     verifier = CitationVerifier(FakeEmbedder(down=True), threshold=0.5)
-    altered = await verifier.run(
+    altered = await _verify(
+        verifier,
         "Set <PACKAGE>CFLAGS to the flags the compiler needs, as in the.crate file [1].", get
     )
     assert altered.citations[0].status is Verification.UNCHECKED, "not taken for a quote"
-    exact = await verifier.run(
+    exact = await _verify(
+        verifier,
         "Set `<PACKAGE>_CFLAGS` to the flags the compiler needs, as in the `.crate` file [1].",
         get,
     )

@@ -11,9 +11,9 @@ import pytest
 from groundwire_core.errors import Unavailable
 from groundwire_orchestrator.clients.interfaces import TextEmbedding
 from groundwire_orchestrator.domain import NumberedSource, Verification
-from groundwire_orchestrator.stages.citations import CitationVerifier
+from groundwire_orchestrator.stages.citations import CitationVerifier, VerificationInput
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage, ExtractiveInput
-from groundwire_orchestrator.stages.passages import PassageVectors
+from groundwire_orchestrator.text.passages import PassageVectors
 from tests.unit.orchestrator.doubles import DIMS, FakeEmbedder, bag_vector, chunk
 
 
@@ -103,8 +103,10 @@ async def test_the_citation_check_reuses_what_the_extractive_answer_embedded() -
     embedder.calls.clear()
     verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
     claim = "Every key can make sixty calls a minute [1]."
-    result = await verifier.run(claim, lambda n: source if n == 1 else None)
-    assert result.citations[0].status is not Verification.UNCHECKED
+    citations, _ = await verifier.run(
+        VerificationInput(claim, lambda n: source if n == 1 else None)
+    )
+    assert citations[0].status is not Verification.UNCHECKED
     assert not chunk_sentences & set(embedder.embedded), "the chunk's sentences were cached"
 
 
@@ -188,7 +190,7 @@ async def test_both_stages_survive_an_embedder_model_change() -> None:
         verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
         text, report = await extractive.run(question)
         assert report.details["scoring"] == "embedder + word overlap"
-        support = (await verifier.run(claim, lambda n: source)).citations[0].support
+        support = (await verifier.run(VerificationInput(claim, lambda n: source)))[0][0].support
         return text, support
 
     for width, model in ((DIMS + 8, "fake/bag"), (DIMS, "rotated")):
@@ -197,11 +199,11 @@ async def test_both_stages_survive_an_embedder_model_change() -> None:
         extractive = ExtractiveAnswerStage(embedder, passages=passages)
         verifier = CitationVerifier(embedder, threshold=0.3, passages=passages)
         await extractive.run(question)  # the cache fills under the first model
-        await verifier.run(claim, lambda n: source)
+        await verifier.run(VerificationInput(claim, lambda n: source))
 
         embedder.width, embedder.model = width, model  # redeployed: same texts, new vectors
         text, _ = await extractive.run(question)
-        support = (await verifier.run(claim, lambda n: source)).citations[0].support
+        support = (await verifier.run(VerificationInput(claim, lambda n: source)))[0][0].support
 
         new = SwappableEmbedder()
         new.width, new.model = width, model

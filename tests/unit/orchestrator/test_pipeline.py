@@ -184,7 +184,8 @@ async def test_generated_answer_streams_and_cites_only_what_it_uses() -> None:
 async def test_out_of_range_citation_is_dropped_from_stream_and_answer() -> None:
     llm = ScriptedLLM(
         fast=[NO_ANALYSIS],
-        strong=[Scripted(["Keys are limited [1]", " and quotas reset [7]", "."])],
+        # the bad marker split across deltas, as models stream it
+        strong=[Scripted(["Keys are limited [1]", " and quotas reset [", "7]", "."])],
     )
     corpus = [chunk(i, f"Rate limits and quotas, part {i}.") for i in range(1, 7)]
     chain = make_chain(llm, corpus=corpus)
@@ -195,19 +196,6 @@ async def test_out_of_range_citation_is_dropped_from_stream_and_answer() -> None
     assert text == "Keys are limited [1] and quotas reset."
     assert [c.number for c in of(events, CitationsDone)[0].citations] == [1]
     assert stages(events)["answer"].details["dropped_citations"] == "7"
-
-
-async def test_unsupported_citation_is_flagged_and_counted() -> None:
-    def answer(request):  # type: ignore[no-untyped-def]
-        return Scripted("Spaghetti boils for nine minutes [1].")
-
-    chain = make_chain(ScriptedLLM(fast=[NO_ANALYSIS], strong=[answer]))
-    events = await ask(chain, "rate limits per API key")
-    assert _numbers(events)["c1"] == 1
-    [cited] = of(events, CitationsDone)
-    assert [c.status for c in cited.citations] == [Verification.UNSUPPORTED]
-    assert events[-1].unsupported_citations == 1
-    assert stages(events)["citations"].details["unsupported"] == "1"
 
 
 async def test_a_decline_carries_no_citations() -> None:
@@ -310,20 +298,6 @@ async def test_overload_before_any_text_falls_back_without_a_reset() -> None:
     assert events[-1].mode == "extractive"
     assert stages(events)["analysis"].fallback
     assert "529 overloaded" in stages(events)["answer"].reason
-
-
-async def test_no_llm_gives_an_extractive_answer_whose_citations_all_verify() -> None:
-    chain = make_chain(None)
-    events = await ask(chain, "how many requests per minute may each API key send")
-    done = events[-1]
-    assert done.mode == "extractive" and done.unsupported_citations == 0
-    assert "sixty requests per minute" in done.answer and "[1]" in done.answer
-    assert "".join(d.text for d in of(events, AnswerDelta)) == done.answer
-    [cited] = of(events, CitationsDone)
-    assert cited.citations and all(c.status is Verification.SUPPORTED for c in cited.citations)
-    report = stages(events)
-    assert report["answer"].fallback and "no LLM is configured" in report["answer"].reason
-    assert report["analysis"].fallback
 
 
 async def test_no_llm_and_only_weak_matches_declines_instead_of_quoting_them() -> None:

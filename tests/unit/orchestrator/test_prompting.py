@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from groundwire_orchestrator.domain import NumberedSource, Turn
-from groundwire_orchestrator.stages.prompting import (
+from groundwire_orchestrator.stages.screening import flag
+from groundwire_orchestrator.text.prompting import (
     SYSTEM_PROMPT,
     UNTRUSTED_RULE,
     answer_prompt,
@@ -12,8 +13,7 @@ from groundwire_orchestrator.stages.prompting import (
     format_excerpt,
     trim_history,
 )
-from groundwire_orchestrator.stages.screening import flag
-from groundwire_orchestrator.stages.text import approx_tokens, heading_label, truncate_tokens
+from groundwire_orchestrator.text.sentences import approx_tokens, heading_label, truncate_tokens
 from tests.unit.orchestrator.doubles import chunk
 
 

@@ -10,13 +10,13 @@ from groundwire_orchestrator.stages.extractive import (
     ExtractiveInput,
     compose,
 )
-from groundwire_orchestrator.stages.quotes import (
+from groundwire_orchestrator.stages.screening import flag
+from groundwire_orchestrator.text.quotes import (
     cite_unit,
     quotable_units,
     remove_markers,
 )
-from groundwire_orchestrator.stages.screening import flag
-from groundwire_orchestrator.stages.text import content_words
+from groundwire_orchestrator.text.sentences import content_words
 from tests.unit.orchestrator.doubles import FakeEmbedder, chunk
 
 PAGE = """\

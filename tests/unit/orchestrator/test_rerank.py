@@ -6,7 +6,7 @@ import pytest
 
 from groundwire_core.errors import Overloaded, Unavailable
 from groundwire_orchestrator.clients.reranker import RerankerLoad
-from groundwire_orchestrator.stages.rerank import RerankStage, plan_rerank
+from groundwire_orchestrator.stages.rerank import RerankInput, RerankStage, plan_rerank
 from tests.unit.orchestrator.doubles import FakeReranker, chunk
 
 POOL = [chunk(i, f"passage number {i}") for i in range(1, 51)]
@@ -46,7 +46,7 @@ def test_plan_respects_the_batch_limit() -> None:
 async def test_rerank_keeps_scores_above_threshold_up_to_keep() -> None:
     scores = {f"Doc\n\npassage number {i}": 1.0 - i / 100 for i in range(1, 51)}
     reranker = FakeReranker(load_value=_load(), scores=lambda q, p: scores[p])
-    kept, report = await _stage(reranker, keep=5).run("q", POOL)
+    kept, report = await _stage(reranker, keep=5).run(RerankInput("q", POOL))
     assert [c.chunk_id for c in kept] == ["c1", "c2", "c3", "c4", "c5"]
     assert kept[0].score == pytest.approx(0.99)
     assert not report.fallback
@@ -57,7 +57,7 @@ async def test_rerank_keeps_scores_above_threshold_up_to_keep() -> None:
 
 async def test_a_loaded_reranker_scores_fewer_candidates() -> None:
     reranker = FakeReranker(load_value=_load(0, 40.0), scores=lambda q, p: 0.9)
-    kept, report = await _stage(reranker).run("q", POOL)
+    kept, report = await _stage(reranker).run(RerankInput("q", POOL))
     assert len(reranker.calls[0][1]) == 25, "only the top 25 fused candidates are scored"
     assert {c.chunk_id for c in kept} <= {f"c{i}" for i in range(1, 26)}
     assert not report.fallback
@@ -68,7 +68,7 @@ async def test_a_loaded_reranker_scores_fewer_candidates() -> None:
 
 async def test_an_overloaded_reranker_is_skipped_with_the_fused_order() -> None:
     reranker = FakeReranker(load_value=_load(3, 10.0))
-    kept, report = await _stage(reranker).run("q", POOL)
+    kept, report = await _stage(reranker).run(RerankInput("q", POOL))
     assert reranker.calls == []
     assert [c.chunk_id for c in kept] == [f"c{i}" for i in range(1, 21)]
     assert report.fallback and report.dependency == "reranker"
@@ -89,13 +89,13 @@ async def test_an_overloaded_reranker_is_skipped_with_the_fused_order() -> None:
 async def test_reranker_trouble_falls_back_to_fused_order(
     reranker: FakeReranker, reason: str
 ) -> None:
-    kept, report = await _stage(reranker).run("q", POOL)
+    kept, report = await _stage(reranker).run(RerankInput("q", POOL))
     assert [c.chunk_id for c in kept][:3] == ["c1", "c2", "c3"] and len(kept) == 20
     assert report.fallback and reason in report.reason and report.dependency == "reranker"
 
 
 async def test_no_reranker_configured() -> None:
-    kept, report = await _stage(None).run("q", POOL[:3])
+    kept, report = await _stage(None).run(RerankInput("q", POOL[:3]))
     assert len(kept) == 3 and report.fallback and report.reason == "no reranker is configured"
 
 
@@ -113,12 +113,12 @@ async def test_a_restarted_reranker_is_used_again_once_its_info_expires() -> Non
         info_ttl_s=1.0,
         clock=lambda: now[0],
     )
-    _, report = await stage.run("q", POOL)
+    _, report = await stage.run(RerankInput("q", POOL))
     assert report.fallback
     reranker.load_error = None
-    _, report = await stage.run("q", POOL)
+    _, report = await stage.run(RerankInput("q", POOL))
     assert report.fallback, "the failure is cached for the TTL"
     assert reranker.load_calls == 1
     now[0] = 1.5
-    _, report = await stage.run("q", POOL)
+    _, report = await stage.run(RerankInput("q", POOL))
     assert not report.fallback and reranker.load_calls == 2

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from groundwire_orchestrator import usage
-from groundwire_orchestrator.clients.llm import ObservedLLM
 from groundwire_orchestrator.llm.base import ChatMessage, LLMRequest
+from groundwire_orchestrator.llm.observed import ObservedLLM
 from tests.unit.orchestrator.doubles import ScriptedLLM
 
 

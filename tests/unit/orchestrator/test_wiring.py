@@ -8,7 +8,6 @@ from pydantic import SecretStr, ValidationError
 from groundwire.orchestrator.v1 import orchestrator_pb2
 from groundwire_core.errors import InvalidInput
 from groundwire_orchestrator import convert
-from groundwire_orchestrator.clients.llm import ObservedLLM, build_llm, llm_config
 from groundwire_orchestrator.domain import (
     AnswerDone,
     AnswerReset,
@@ -17,7 +16,8 @@ from groundwire_orchestrator.domain import (
     NumberedSource,
     Verification,
 )
-from groundwire_orchestrator.llm import factory
+from groundwire_orchestrator.llm.factory import build_llm
+from groundwire_orchestrator.llm.observed import ObservedLLM
 from groundwire_orchestrator.settings import OrchestratorSettings
 from tests.unit.orchestrator.doubles import Scripted, ScriptedLLM, chunk
 
@@ -50,19 +50,11 @@ def test_an_openai_endpoint_needs_a_model_name() -> None:
         OrchestratorSettings(openai_base_url="http://127.0.0.1:8000/v1")
 
 
-def test_settings_map_onto_the_factory_config() -> None:
+def test_settings_build_the_providers_in_their_order() -> None:
     s = OrchestratorSettings(
         anthropic_api_key=SecretStr("k"), anthropic_base_url="http://a",
         openai_base_url="http://o/v1", openai_fast_model="small", llm_order="openai,anthropic",
         llm_timeout_s=7.0,
-    )
-    config = llm_config(s)
-    assert config == factory.LLMConfig(
-        anthropic_api_key=SecretStr("k"), anthropic_base_url="http://a",
-        anthropic_fast_model=factory.ANTHROPIC_FAST_MODEL,
-        anthropic_strong_model=factory.ANTHROPIC_STRONG_MODEL,
-        openai_base_url="http://o/v1", openai_api_key=None, openai_fast_model="small",
-        openai_strong_model="small", order="openai,anthropic", timeout_s=7.0,
     )
     llm = build_llm(s)
     assert isinstance(llm, ObservedLLM) and llm.names == ("openai", "anthropic")

@@ -23,6 +23,7 @@ from groundwire_orchestrator.domain import (
     Turn,
     Verification,
 )
+from groundwire_orchestrator.fusion import FusionChoice, check_method, check_weights
 from groundwire_orchestrator.usage import LLMUsage
 
 MODES = {
@@ -42,6 +43,24 @@ _ROLES = {orchestrator_pb2.ROLE_USER: "user", orchestrator_pb2.ROLE_ASSISTANT: "
 
 def filters_from_proto(filters: Sequence[orchestrator_pb2.FieldFilter]) -> list[FieldFilter]:
     return [FieldFilter(f.field, tuple(f.any_of)) for f in filters]
+
+
+def fusion_from_proto(request: orchestrator_pb2.SearchRequest) -> FusionChoice:
+    """The search's own fusion (unset parts: the configured ones). The wire enum is
+    the retriever's, matched by name. Raises InvalidInput for an unknown fusion value,
+    an unknown path or a bad weight."""
+    method = ""
+    if request.fusion != orchestrator_pb2.FUSION_UNSPECIFIED:
+        try:
+            method = orchestrator_pb2.Fusion.Name(request.fusion).removeprefix("FUSION_").lower()
+            check_method(method)
+        except ValueError:
+            raise InvalidInput(f"unknown fusion value {request.fusion}") from None
+    try:
+        weights = check_weights(dict(request.fusion_weights))
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+    return FusionChoice(method, weights)
 
 
 def turns_from_proto(messages: Sequence[orchestrator_pb2.Message]) -> list[Turn]:

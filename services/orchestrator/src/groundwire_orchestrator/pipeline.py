@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import InvalidInput
+from groundwire_orchestrator.agent import AgentToolbox
 from groundwire_orchestrator.domain import (
     AnswerDelta,
     AnswerDone,
@@ -32,8 +33,8 @@ from groundwire_orchestrator.domain import (
     Turn,
     Verification,
 )
+from groundwire_orchestrator.fusion import AS_CONFIGURED, FusionChoice
 from groundwire_orchestrator.instrumentation import run_stage, stage_span
-from groundwire_orchestrator.stages.agent import AgentToolbox
 from groundwire_orchestrator.stages.analysis import AnalysisInput, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import (
     AnswerFailed,
@@ -41,22 +42,18 @@ from groundwire_orchestrator.stages.answer import (
     AnswerInput,
     GroundedAnswerStage,
 )
-from groundwire_orchestrator.stages.citations import (
-    CitationVerifier,
-    SourceLedger,
-    clean_markers,
-    is_decline,
-)
+from groundwire_orchestrator.stages.citations import CitationVerifier, VerificationInput
 from groundwire_orchestrator.stages.extractive import (
     FLAGGED_ONLY,
     ExtractiveAnswerStage,
     ExtractiveInput,
 )
 from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
-from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX, fit_sources
-from groundwire_orchestrator.stages.rerank import RerankStage
+from groundwire_orchestrator.stages.rerank import RerankInput, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
+from groundwire_orchestrator.text.ledger import SourceLedger, clean_markers
+from groundwire_orchestrator.text.prompting import DECLINE_PREFIX, fit_sources, is_decline
 
 MAX_QUERY_CHARS = 4000
 NOTHING_FOUND = f"{DECLINE_PREFIX}: nothing in the collection matched the question closely enough."
@@ -86,6 +83,8 @@ class SearchInput:
     rerank: bool = True
     reasons: bool = False
     """Run the listwise stage (reorder + match reasons)."""
+    fusion: FusionChoice = AS_CONFIGURED
+    """The request's own fusion; unset parts are the configured ones."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +173,25 @@ class Pipeline:
     def config(self) -> ChainConfig:
         return self._config
 
+    async def _rerank_and_screen(
+        self, query: str, found: list[Candidate], *, rerank: bool, keep: int
+    ) -> tuple[list[Candidate], list[StageReport]]:
+        """Retrieved candidates through [rerank] and screening, each stage in its span:
+        the ranking the operations and the agent's search tool share."""
+        reports = []
+        if rerank:
+            found, report = await run_stage(
+                "rerank",
+                self._rerank.run(RerankInput(query, found, keep)),
+                candidates_in=len(found),
+            )
+            reports.append(report)
+        found, report = await run_stage(
+            "screening", self._screening.run(found), candidates_in=len(found)
+        )
+        reports.append(report)
+        return found, reports
+
     async def _rank(
         self,
         collection: str,
@@ -184,6 +202,7 @@ class Pipeline:
         rerank: bool,
         listwise: bool,
         keep: int,
+        fusion: FusionChoice = AS_CONFIGURED,
     ) -> _Ranked:
         analysis, report = await run_stage(
             "analysis", self._analysis.run(AnalysisInput(collection, query, history))
@@ -198,6 +217,7 @@ class Pipeline:
             filters=merged,
             limit=max(keep, self._config.candidates),
             dense_from="hyde" if hyde else "query",
+            fusion=fusion,
         )
         found, report = await run_stage("retrieval", self._retrieval.run(retrieval_input))
         if not found and len(merged) > len(filters):
@@ -209,19 +229,13 @@ class Pipeline:
                 filters,
                 retrieval_input.limit,
                 retrieval_input.dense_from,
+                fusion,
             )
             found, report = await run_stage("retrieval", self._retrieval.run(retry))
             report.details["analysis_filters_dropped"] = "they matched nothing"
         stages.append(report)
-        if rerank:
-            found, report = await run_stage(
-                "rerank", self._rerank.run(query, found, keep=keep), candidates_in=len(found)
-            )
-            stages.append(report)
-        with stage_span("screening", candidates_in=len(found)) as span, span.current():
-            found, report = self._screening.run(found)
-            span.record(report, candidates_out=len(found))
-        stages.append(report)
+        found, reports = await self._rerank_and_screen(query, found, rerank=rerank, keep=keep)
+        stages += reports
         if listwise:
             found, report = await run_stage(
                 "listwise",
@@ -244,6 +258,7 @@ class Pipeline:
             rerank=inp.rerank,
             listwise=inp.reasons,
             keep=inp.limit,
+            fusion=inp.fusion,
         )
         return SearchOutcome(tuple(ranked.candidates[: inp.limit]), tuple(ranked.stages))
 
@@ -253,11 +268,15 @@ class Pipeline:
 
     def _toolbox(self, inp: AskInput, ledger: SourceLedger) -> AgentToolbox:
         async def searcher(query: str) -> list[Candidate]:
-            found, _ = await self._retrieval.run(
-                RetrievalInput(inp.collection, query, query, inp.filters, self._config.candidates)
+            # the agent's query goes through the same stages as the request's, with
+            # their spans and metrics (its reports are not the response's stages)
+            retrieval_input = RetrievalInput(
+                inp.collection, query, query, inp.filters, self._config.candidates
             )
-            found, _ = await self._rerank.run(query, found, keep=self._config.rerank_keep)
-            found, _ = self._screening.run(found)
+            found, _ = await run_stage("retrieval", self._retrieval.run(retrieval_input))
+            found, _ = await self._rerank_and_screen(
+                query, found, rerank=True, keep=self._config.rerank_keep
+            )
             return found
 
         return AgentToolbox(
@@ -361,17 +380,15 @@ class Pipeline:
         if mode == "generated" and is_decline(text):
             mode = "declined"
         # a decline cites nothing: attaching sources to it would suggest they support it
-        with stage_span("citations") as span, span.current():
-            verification = await self._verifier.run(
-                "" if mode == "declined" else text, ledger.get
-            )
-            span.record(verification.report)
-        citations = verification.citations
+        citations, citations_report = await run_stage(
+            "citations",
+            self._verifier.run(VerificationInput("" if mode == "declined" else text, ledger.get)),
+        )
         if mode == "generated" and not citations:
             mode = "declined"  # nothing in an uncited answer is grounded
         cited = sorted({c.number for c in citations})
         sources = tuple(s for n in cited if (s := ledger.get(n)) is not None)
-        stages.append(verification.report)
+        stages.append(citations_report)
         yield CitationsDone(sources, citations)
         yield StagesDone(tuple(stages))
         unsupported = sum(c.status is Verification.UNSUPPORTED for c in citations)

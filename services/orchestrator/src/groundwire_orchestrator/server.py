@@ -1,5 +1,5 @@
-"""gRPC transport of the orchestrator: convert, run the pipeline, convert back; and the
-wiring of the stages from settings."""
+"""gRPC transport of the orchestrator: convert, run the pipeline, convert back (the
+pipeline itself is assembled in wiring)."""
 
 from __future__ import annotations
 
@@ -13,30 +13,18 @@ from groundwire.embedder.v1 import embedder_pb2
 from groundwire.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from groundwire.reranker.v1 import reranker_pb2
 from groundwire.retriever.v1 import retriever_pb2
-from groundwire_core.clients.embedder import EmbedderClient
 from groundwire_core.errors import GroundwireError, InvalidInput
-from groundwire_core.grpc.client import check_health, create_channel
+from groundwire_core.grpc.client import check_health
 from groundwire_core.grpc.errors import to_error_info
 from groundwire_orchestrator import convert, usage
-from groundwire_orchestrator.clients.llm import ObservedLLM, build_llm
-from groundwire_orchestrator.clients.reranker import RerankerClient
-from groundwire_orchestrator.clients.retriever import RetrieverClient
 from groundwire_orchestrator.llm.base import LLMProvider
-from groundwire_orchestrator.pipeline import AskInput, ChainConfig, Pipeline, SearchInput
+from groundwire_orchestrator.llm.observed import ObservedLLM
+from groundwire_orchestrator.pipeline import AskInput, Pipeline, SearchInput
 from groundwire_orchestrator.settings import OrchestratorSettings
-from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
-from groundwire_orchestrator.stages.answer import GroundedAnswerStage
-from groundwire_orchestrator.stages.citations import CitationVerifier
-from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
-from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
-from groundwire_orchestrator.stages.passages import PassageVectors
-from groundwire_orchestrator.stages.rerank import RerankStage
-from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
-from groundwire_orchestrator.stages.screening import ScreeningStage
+from groundwire_orchestrator.wiring import Assembly, assemble
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
-READ_DOCUMENT_MAX_CHUNKS = 200
 # Each dependency's own health name: its readiness, which a dependency check (the
 # retriever's Qdrant) can turn NOT_SERVING while "" stays SERVING.
 _HEALTH_NAMES = {
@@ -44,76 +32,6 @@ _HEALTH_NAMES = {
     "retriever": retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name,
     "reranker": reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name,
 }
-
-
-def build_pipeline(
-    settings: OrchestratorSettings,
-    *,
-    embedder: EmbedderClient,
-    retriever: RetrieverClient,
-    reranker: RerankerClient | None,
-    llm: LLMProvider | None,
-    query_embedder: EmbedderClient | None = None,
-) -> Pipeline:
-    """Every stage configured from ``settings``; opens nothing. ``query_embedder``
-    embeds queries (``embedder`` when None; passages always go to ``embedder``)."""
-    s = settings
-    query = query_embedder or embedder
-    passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
-    answer = (
-        GroundedAnswerStage(
-            llm,
-            timeout_s=s.answer_timeout_s,
-            max_tokens=s.answer_max_tokens,
-            context_tokens=s.answer_context_tokens,
-            history_tokens=s.answer_history_tokens,
-        )
-        if llm is not None
-        else None
-    )
-    return Pipeline(
-        analysis=QueryAnalysisStage(
-            llm, FilterableFields(retriever), timeout_s=s.analysis_timeout_s
-        ),
-        retrieval=RetrievalStage(
-            query,
-            retriever,
-            RetrievalParams(path_limit=s.path_limit, rrf_k=s.rrf_k, dense_floor=s.dense_floor),
-        ),
-        rerank=RerankStage(
-            reranker,
-            candidates=s.candidates,
-            keep=s.rerank_keep,
-            threshold=s.rerank_threshold,
-            timeout_s=s.rerank_timeout_s,
-            budget_ms=s.rerank_budget_ms,
-            min_candidates=s.rerank_min_candidates,
-            info_ttl_s=s.reranker_info_ttl_s,
-        ),
-        screening=ScreeningStage(),
-        listwise=ListwiseRerankStage(
-            llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
-        ),
-        answer=answer,
-        extractive=ExtractiveAnswerStage(
-            query, min_score=s.extractive_min_score, passages=passages
-        ),
-        verifier=CitationVerifier(
-            embedder, threshold=s.citation_support_threshold, passages=passages
-        ),
-        reader=SourceReader(query, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
-        config=ChainConfig(
-            candidates=s.candidates,
-            rerank_keep=s.rerank_keep,
-            answer_sources=s.answer_sources,
-            context_tokens=s.answer_context_tokens,
-            default_agent_steps=s.agent_steps,
-            max_agent_steps=s.agent_steps_max,
-            search_tool_results=s.agent_search_results,
-            tool_result_tokens=s.agent_result_tokens,
-            listwise_reasons=s.listwise_reasons,
-        ),
-    )
 
 
 class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
@@ -128,45 +46,17 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         """``llm`` replaces the providers the settings describe (tests inject one)."""
         self._settings = settings
         self._injected_llm = llm
-        self._llm: ObservedLLM | None = None
-        self._channels: dict[str, grpc.aio.Channel] = {}
-        self._pipeline: Pipeline | None = None
+        self._assembly: Assembly | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         orchestrator_pb2_grpc.add_OrchestratorServiceServicer_to_server(self, server)
 
     async def start(self) -> None:
-        s = self._settings
-        if self._injected_llm is not None:
-            self._llm = ObservedLLM(self._injected_llm, (self._injected_llm.name,))
-        else:
-            self._llm = build_llm(s)
-        if self._llm is not None:
-            await self._llm.warm_up()  # before SERVING: SDK setup must not eat a deadline
-        self._channels = {
-            "embedder": create_channel(s.embedder_addr),
-            "retriever": create_channel(s.retriever_addr),
-        }
-        if s.reranker_addr:
-            self._channels["reranker"] = create_channel(s.reranker_addr)
-        self._pipeline = build_pipeline(
-            s,
-            embedder=EmbedderClient(self._channels["embedder"], timeout_s=s.call_timeout_s),
-            query_embedder=EmbedderClient(
-                self._channels["embedder"],
-                timeout_s=min(s.embedder_query_timeout_s, s.call_timeout_s),
-            ),
-            retriever=RetrieverClient(self._channels["retriever"], timeout_s=s.call_timeout_s),
-            reranker=(
-                RerankerClient(self._channels["reranker"]) if "reranker" in self._channels else None
-            ),
-            llm=self._llm,
-        )
+        self._assembly = await assemble(self._settings, llm=self._injected_llm)
 
     async def stop(self) -> None:
-        await asyncio.gather(*(c.close() for c in self._channels.values()))
-        if self._llm is not None:
-            await self._llm.aclose()
+        if self._assembly is not None:
+            await self._assembly.aclose()
 
     async def check(self) -> None:
         """Nothing to re-check: each stage falls back or names the dependency it lost
@@ -175,9 +65,13 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
 
     @property
     def pipeline(self) -> Pipeline:
-        if self._pipeline is None:
+        if self._assembly is None:
             raise RuntimeError("the orchestrator is not started")
-        return self._pipeline
+        return self._assembly.pipeline
+
+    @property
+    def _llm(self) -> ObservedLLM | None:
+        return self._assembly.llm if self._assembly is not None else None
 
     async def Search(
         self, request: orchestrator_pb2.SearchRequest, context: grpc.aio.ServicerContext
@@ -193,6 +87,7 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
                     filters=convert.filters_from_proto(request.filters),
                     rerank=request.rerank,
                     reasons=request.reasons,
+                    fusion=convert.fusion_from_proto(request),
                 )
             )
         return orchestrator_pb2.SearchResponse(
@@ -270,7 +165,7 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
         }
 
         async def probe(name: str) -> orchestrator_pb2.Dependency:
-            channel = self._channels.get(name)
+            channel = self._assembly.channels.get(name) if self._assembly is not None else None
             if channel is None:
                 return orchestrator_pb2.Dependency(
                     name=name,

@@ -1,52 +1,30 @@
-"""Builds the configured LLM: the providers that have settings, chained for failover.
+"""Builds the configured LLM from the orchestrator's settings: the providers that have
+settings, built once, chained for failover and observed.
 
-The orchestrator's settings map onto :class:`LLMConfig` in ``__main__``; nothing
-here reads the environment. No key and no base URL for any provider means no LLM:
-:func:`build_llm` returns None and the chain runs without one.
+The settings are the one configuration layer: each provider's own config is made
+from them here, and nothing here reads the environment. Empty strings count as unset
+(an env var set to ""); a provider is configured when it has a key or a base URL. No
+provider configured means no LLM: :func:`build_llm` returns None and the chain
+answers extractively.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
 from groundwire_orchestrator.llm.base import LLMProvider
 from groundwire_orchestrator.llm.failover import FailoverLLM
+from groundwire_orchestrator.llm.observed import ObservedLLM
+
+if TYPE_CHECKING:  # settings imports this module for its defaults
+    from groundwire_orchestrator.settings import OrchestratorSettings
 
 PROVIDERS = ("anthropic", "openai")
 ANTHROPIC_FAST_MODEL = "claude-haiku-5-5"
 ANTHROPIC_STRONG_MODEL = "claude-sonnet-5-5"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-@dataclass(frozen=True)
-class LLMConfig:
-    """Every LLM knob, one field per ``GROUNDWIRE_ORCHESTRATOR_*`` setting.
-
-    Empty strings count as unset (an env var set to ""). A provider is configured
-    when it has a key or a base URL.
-    """
-
-    anthropic_api_key: SecretStr | None = None
-    anthropic_base_url: str | None = None
-    """None: the public API."""
-    anthropic_fast_model: str = ANTHROPIC_FAST_MODEL
-    anthropic_strong_model: str = ANTHROPIC_STRONG_MODEL
-    openai_base_url: str | None = None
-    """Including the version path, e.g. ``http://127.0.0.1:8000/v1``; None with a key:
-    OpenAI's own API."""
-    openai_api_key: SecretStr | None = None
-    openai_fast_model: str | None = None
-    """None: the strong model serves both roles."""
-    openai_strong_model: str | None = None
-    """Required when the OpenAI-compatible provider is configured."""
-    order: str | tuple[str, ...] = PROVIDERS
-    """Failover order: names from :data:`PROVIDERS`, or one comma-separated string."""
-    timeout_s: float | None = 20.0
-    """How long one provider may take to start answering (its first streamed event,
-    or its whole reply for ``complete``) before the next one is tried. Each call's
-    total budget is the ``timeout_s`` its caller passes. None: no per-provider cap."""
 
 
 def _given(value: str | SecretStr | None) -> bool:
@@ -75,34 +53,34 @@ def provider_order(order: str | tuple[str, ...]) -> tuple[str, ...]:
     return cleaned
 
 
-def build_providers(config: LLMConfig) -> list[LLMProvider]:
-    """The configured providers in failover order (constructing opens nothing).
+def build_providers(settings: OrchestratorSettings) -> list[LLMProvider]:
+    """The configured providers in failover order (constructing opens nothing). An
+    OpenAI-compatible endpoint with only a fast model name uses it for both roles.
 
-    Errors: ValueError for an unknown name in ``order`` or an OpenAI-compatible
-    endpoint without a strong model name.
+    Errors: ValueError for an unknown name in ``llm_order`` or an OpenAI-compatible
+    endpoint without a model name.
     """
     # The SDKs are imported only when a provider is configured: a service without an
     # LLM starts without paying for them.
     from groundwire_orchestrator.llm.anthropic import AnthropicConfig, AnthropicProvider
     from groundwire_orchestrator.llm.openai_compat import OpenAICompatConfig, OpenAICompatProvider
 
+    s = settings
     providers: list[LLMProvider] = []
-    for name in provider_order(config.order):
-        if name == "anthropic" and (
-            _given(config.anthropic_api_key) or _given(config.anthropic_base_url)
-        ):
+    for name in provider_order(s.llm_order):
+        if name == "anthropic" and (_given(s.anthropic_api_key) or _given(s.anthropic_base_url)):
             providers.append(
                 AnthropicProvider(
                     AnthropicConfig(
-                        api_key=_secret(config.anthropic_api_key),
-                        base_url=_text(config.anthropic_base_url),
-                        fast_model=config.anthropic_fast_model,
-                        strong_model=config.anthropic_strong_model,
+                        api_key=_secret(s.anthropic_api_key),
+                        base_url=_text(s.anthropic_base_url),
+                        fast_model=s.anthropic_fast_model,
+                        strong_model=s.anthropic_strong_model,
                     )
                 )
             )
-        elif name == "openai" and (_given(config.openai_api_key) or _given(config.openai_base_url)):
-            strong = _text(config.openai_strong_model)
+        elif name == "openai" and (_given(s.openai_api_key) or _given(s.openai_base_url)):
+            strong = _text(s.openai_strong_model) or _text(s.openai_fast_model)
             if strong is None:
                 raise ValueError(
                     "an OpenAI-compatible endpoint is configured without a model name: "
@@ -111,24 +89,25 @@ def build_providers(config: LLMConfig) -> list[LLMProvider]:
             providers.append(
                 OpenAICompatProvider(
                     OpenAICompatConfig(
-                        base_url=_text(config.openai_base_url) or OPENAI_DEFAULT_BASE_URL,
-                        api_key=_secret(config.openai_api_key),
+                        base_url=_text(s.openai_base_url) or OPENAI_DEFAULT_BASE_URL,
+                        api_key=_secret(s.openai_api_key),
                         strong_model=strong,
-                        fast_model=_text(config.openai_fast_model),
+                        fast_model=_text(s.openai_fast_model),
                     )
                 )
             )
     return providers
 
 
-def build_llm(config: LLMConfig) -> FailoverLLM | None:
-    """The LLM the chain uses: the configured providers as a failover chain (even
-    one alone, so a provider that does not start answering within
-    ``config.timeout_s`` fails the same way everywhere); None when none is configured.
+def build_llm(settings: OrchestratorSettings) -> ObservedLLM | None:
+    """The LLM the chain uses: the configured providers as a failover chain (even one
+    alone, so a provider that does not start answering within ``llm_timeout_s`` fails
+    the same way everywhere), observed; None when none is configured. Opens nothing.
 
     Errors: ValueError as :func:`build_providers`.
     """
-    providers = build_providers(config)
+    providers = build_providers(settings)
     if not providers:
         return None
-    return FailoverLLM(providers, attempt_timeout_s=config.timeout_s)
+    chain = FailoverLLM(providers, attempt_timeout_s=settings.llm_timeout_s)
+    return ObservedLLM(chain, tuple(p.name for p in providers))

@@ -18,7 +18,7 @@ from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Retriever
 from groundwire_orchestrator.domain import FieldFilter, QueryAnalysis, StageReport, Turn
 from groundwire_orchestrator.llm.base import LLMProvider
-from groundwire_orchestrator.stages.structured import StructuredReplyError, ask_json
+from groundwire_orchestrator.llm.structured import StructuredReplyError, ask_json
 
 
 class FilterReply(BaseModel):

@@ -10,6 +10,11 @@ discards; the price is that such a step's text arrives in one piece at its end. 
 step with no tools left (or no agent) streams as it comes. A provider failure ends
 the stage with ``AnswerFailed`` (the pipeline falls back to the extractive answer,
 after a reset if text was sent).
+
+Shape: the one stage that does not return ``(output, StageReport)``: its text must
+reach the reader as it is written, so ``run(AnswerInput)`` is an async iterator of
+events. It ends with exactly one ``AnswerFinished`` (the output and the
+``StageReport``: the common shape, as the last event) or ``AnswerFailed``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from groundwire_core.errors import GroundwireError
+from groundwire_orchestrator.agent import AgentToolbox
 from groundwire_orchestrator.domain import (
     AnswerDelta,
     AnswerReset,
@@ -37,9 +43,8 @@ from groundwire_orchestrator.llm.base import (
     served_by,
 )
 from groundwire_orchestrator.llm.base import Turn as LLMTurn
-from groundwire_orchestrator.stages.agent import AgentToolbox
-from groundwire_orchestrator.stages.citations import CitationFilter, SourceLedger
-from groundwire_orchestrator.stages.prompting import (
+from groundwire_orchestrator.text.ledger import CitationFilter, SourceLedger
+from groundwire_orchestrator.text.prompting import (
     BUDGET_SPENT,
     READ_DOCUMENT_TOOL,
     SEARCH_TOOL,

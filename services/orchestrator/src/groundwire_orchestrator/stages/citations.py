@@ -1,6 +1,6 @@
-"""Citations: the append-only numbering of sources, the streaming filter that drops
-markers pointing at no source, parsing [n] markers per sentence, and verifying that
-each cited chunk supports the sentence that cites it.
+"""The citation check stage: the answer's [n] markers parsed per sentence, and each
+cited chunk checked for support of the sentence that cites it (the numbering of
+sources and the stream's marker filter are text.ledger's).
 
 Verification method (per (sentence, cited chunk) pair):
 
@@ -37,10 +37,9 @@ Embedder down -> every citation UNCHECKED (support 0) and the stage reports it.
 
 from __future__ import annotations
 
-import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import GroundwireError
@@ -52,12 +51,10 @@ from groundwire_orchestrator.domain import (
     StageReport,
     Verification,
 )
-from groundwire_orchestrator.stages.passages import PassageVectors, Vector
-from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
-from groundwire_orchestrator.stages.quotes import closes, fence_of, is_marker_line, remove_markers
 from groundwire_orchestrator.stages.screening import screen
-from groundwire_orchestrator.stages.text import (
-    MARKER,
+from groundwire_orchestrator.text.passages import PassageVectors, Vector, cosine
+from groundwire_orchestrator.text.quotes import closes, fence_of, is_marker_line, remove_markers
+from groundwire_orchestrator.text.sentences import (
     chunk_body,
     content_words,
     marker_numbers,
@@ -87,95 +84,6 @@ def figures(text: str) -> set[str]:
         elif token in _NUMBER_WORDS:
             found.add(token)
     return found
-
-
-class SourceLedger:
-    """Numbers sources for one response, append-only: a chunk keeps the number it got
-    first, new chunks get the next numbers, and a number never changes meaning."""
-
-    def __init__(self) -> None:
-        self._by_number: dict[int, NumberedSource] = {}
-        self._by_chunk: dict[str, int] = {}
-
-    def add(self, candidates: Iterable[Candidate]) -> list[NumberedSource]:
-        """Numbers the chunks not seen before; returns only those (the new sources)."""
-        added = []
-        for cand in candidates:
-            if cand.chunk_id in self._by_chunk:
-                continue
-            number = len(self._by_number) + 1
-            src = NumberedSource(number, cand)
-            self._by_number[number] = src
-            self._by_chunk[cand.chunk_id] = number
-            added.append(src)
-        return added
-
-    def get(self, number: int) -> NumberedSource | None:
-        return self._by_number.get(number)
-
-    def number_of(self, chunk_id: str) -> int | None:
-        return self._by_chunk.get(chunk_id)
-
-    def __contains__(self, number: object) -> bool:
-        return number in self._by_number
-
-    def __len__(self) -> int:
-        return len(self._by_number)
-
-    @property
-    def sources(self) -> list[NumberedSource]:
-        return [self._by_number[n] for n in sorted(self._by_number)]
-
-
-# ------------------------------------------------------------- stream filter
-
-_HELD = re.compile(r"(?:\s*\[[\d,\s]{0,40})$|\s+$")
-_SPACED_MARKER = re.compile(r"(\s*)" + MARKER.pattern)
-
-
-class CitationFilter:
-    """Rewrites citation markers as text streams: numbers with no source are removed
-    ("[2, 7]" -> "[2]"; "[7]" and the space before it disappear), so no reader ever
-    sees a citation that points nowhere. Holds back only a possible marker in progress
-    or trailing whitespace until the next delta shows what it is."""
-
-    def __init__(self, valid: Callable[[int], bool]) -> None:
-        self._valid = valid
-        self._pending = ""
-        self.dropped: list[int] = []
-
-    def _rewrite(self, text: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            numbers = [int(n) for n in match.group(2).split(",")]
-            good = [n for n in numbers if self._valid(n)]
-            self.dropped.extend(n for n in numbers if not self._valid(n))
-            if not good:
-                return ""
-            if len(good) == len(numbers):
-                return match.group(0)
-            return match.group(1) + "[" + ", ".join(str(n) for n in good) + "]"
-
-        return _SPACED_MARKER.sub(one, text)
-
-    def feed(self, delta: str) -> str:
-        """The text that can be shown now."""
-        text = self._pending + delta
-        held = _HELD.search(text)
-        cut = held.start() if held else len(text)
-        self._pending = text[cut:]
-        return self._rewrite(text[:cut])
-
-    def flush(self) -> str:
-        """Whatever was held back, rewritten (call once the stream ends)."""
-        text, self._pending = self._pending, ""
-        return self._rewrite(text)
-
-
-def clean_markers(text: str, valid: Callable[[int], bool]) -> tuple[str, list[int]]:
-    """``text`` with markers pointing nowhere removed, and the numbers dropped."""
-    flt = CitationFilter(valid)
-    out = flt.feed(text) + flt.flush()
-    return out, flt.dropped
 
 
 # -------------------------------------------------------------------- parsing
@@ -237,30 +145,6 @@ def cited_sentences(text: str) -> list[CitedSentence]:
     return out
 
 
-_DECLINES = re.compile(
-    r"^\W*(?:i can(?:no|')t (?:answer|find)|i cannot (?:answer|find)|i do(?: no|n')t (?:know|"
-    r"have)|i'm (?:not able|unable)|i am (?:not able|unable)|the (?:available )?(?:documents|"
-    r"excerpts) do(?: no|n')t)",
-    re.IGNORECASE,
-)
-
-
-def is_decline(text: str) -> bool:
-    """Whether ``text`` is the model declining (the prompt's decline phrase, or one of
-    the usual ways models phrase it)."""
-    stripped = text.strip().replace("\u2019", "'")
-    return stripped.startswith(DECLINE_PREFIX) or bool(_DECLINES.match(stripped))
-
-
-# --------------------------------------------------------------- verification
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
-
 
 def _chunk_units(cand: Candidate) -> list[str]:
     body = chunk_body(cand)
@@ -300,9 +184,11 @@ def _closest_units(cand: Candidate, claims: Sequence[str], limit: int) -> list[s
 
 
 @dataclass(frozen=True)
-class VerificationResult:
-    citations: tuple[Citation, ...]
-    report: StageReport
+class VerificationInput:
+    text: str
+    """The answer ("" for a decline: it cites nothing)."""
+    sources: Callable[[int], NumberedSource | None]
+    """The source a citation number points at (the response's ledger)."""
 
 
 class CitationVerifier:
@@ -337,7 +223,7 @@ class CitationVerifier:
         units = _chunk_units(cand)
         claim_vec = vectors.get(claim)
         semantic = max(
-            (_cosine(claim_vec, vectors[u]) for u in units if u in vectors and claim_vec),
+            (cosine(claim_vec, vectors[u]) for u in units if u in vectors and claim_vec),
             default=0.0,
         )
         semantic = max(semantic, 0.0)
@@ -351,17 +237,16 @@ class CitationVerifier:
             score *= 0.5
         return min(score, 1.0)
 
-    async def run(self, text: str, sources: Callable[[int], NumberedSource | None]) -> (
-        VerificationResult
-    ):
-        """One Citation per (sentence, number) in ``text``; numbers with no source are
-        skipped (the stream filter has removed them already)."""
+    async def run(self, inp: VerificationInput) -> tuple[tuple[Citation, ...], StageReport]:
+        """One Citation per (sentence, number) in the answer; numbers with no source are
+        skipped (the stream filter has removed them already). Never raises for the
+        embedder (its citations are UNCHECKED)."""
         started = time.perf_counter()
         pairs = [
             (cs, src)
-            for cs in cited_sentences(text)
+            for cs in cited_sentences(inp.text)
             for n in cs.numbers
-            if (src := sources(n)) is not None
+            if (src := inp.sources(n)) is not None
         ]
         details = {"threshold": f"{self._threshold:g}", "checked": str(len(pairs))}
         injected = {
@@ -420,4 +305,4 @@ class CitationVerifier:
         report = StageReport(
             "citations", ms, bool(fallback_reason), fallback_reason, dependency, details
         )
-        return VerificationResult(tuple(citations), report)
+        return tuple(citations), report

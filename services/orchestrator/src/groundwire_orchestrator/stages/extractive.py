@@ -1,6 +1,6 @@
 """The extractive answer, used when no LLM is configured (or the LLM failed): the
 units of the top excerpts that best match the question (prose sentences, list items,
-fenced code blocks; see stages.quotes), quoted verbatim, each with its [n] citation,
+fenced code blocks; see text.quotes), quoted verbatim, each with its [n] citation,
 and labelled extractive (mode and stage report).
 
 Units are scored against the query with the embedder (cosine, query vs the unit's
@@ -28,7 +28,6 @@ the embedding model, like the citation threshold's.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +35,10 @@ from dataclasses import dataclass
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.domain import NumberedSource, StageReport
-from groundwire_orchestrator.stages.passages import PassageVectors, model_of
-from groundwire_orchestrator.stages.prompting import DECLINE_PREFIX
-from groundwire_orchestrator.stages.quotes import Unit, cite, cite_unit, quotable_units
-from groundwire_orchestrator.stages.text import (
+from groundwire_orchestrator.text.passages import PassageVectors, cosine, model_of
+from groundwire_orchestrator.text.prompting import DECLINE_PREFIX
+from groundwire_orchestrator.text.quotes import Unit, cite, cite_unit, quotable_units
+from groundwire_orchestrator.text.sentences import (
     MARKER,
     chunk_body,
     content_words,
@@ -113,12 +112,6 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
     return out
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
-
 
 def compose(quoted: Sequence[tuple[Unit, int]]) -> str:
     """The answer text of cited units, in the given order: consecutive sentences, and
@@ -175,7 +168,7 @@ class ExtractiveAnswerStage:
         if qv is None:
             return None
         vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
-        return [_cosine(qv, vectors[t]) if t in vectors else 0.0 for t in texts]
+        return [cosine(qv, vectors[t]) if t in vectors else 0.0 for t in texts]
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:
         """The cited extractive answer: "" when no excerpt has a usable unit, or

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groundwire_orchestrator.domain import Candidate, QueryAnalysis, StageReport
 from groundwire_orchestrator.llm.base import LLMProvider
-from groundwire_orchestrator.stages.prompting import defuse
-from groundwire_orchestrator.stages.structured import StructuredReplyError, ask_json
-from groundwire_orchestrator.stages.text import chunk_body, heading_label, truncate_tokens
+from groundwire_orchestrator.llm.structured import StructuredReplyError, ask_json
+from groundwire_orchestrator.text.prompting import defuse
+from groundwire_orchestrator.text.sentences import chunk_body, heading_label, truncate_tokens
 
 PASSAGE_TOKENS = 180
 REASON_CHARS = 300

@@ -75,6 +75,15 @@ def plan_rerank(
     )
 
 
+@dataclass(frozen=True)
+class RerankInput:
+    query: str
+    candidates: Sequence[Candidate]
+    """Fused candidates, best first."""
+    keep: int | None = None
+    """Results kept (None: the stage's ``keep``)."""
+
+
 class RerankerLoadCache:
     """The reranker's Info, cached for ``ttl_s`` (failures too, so a down reranker is
     not probed on every request, while a restarted one is noticed within ``ttl_s``)."""
@@ -146,14 +155,12 @@ class RerankStage:
             else None
         )
 
-    async def run(
-        self, query: str, candidates: Sequence[Candidate], *, keep: int | None = None
-    ) -> tuple[list[Candidate], StageReport]:
+    async def run(self, inp: RerankInput) -> tuple[list[Candidate], StageReport]:
         """Reranked candidates (or the fused order), best first; never raises for the
         reranker."""
         started = time.perf_counter()
-        keep = keep or self._keep
-        pool = list(candidates[: self._candidates])
+        keep = inp.keep or self._keep
+        pool = list(inp.candidates[: self._candidates])
         details = {"candidates_in": str(len(pool))}
         if self._budget_ms > 0:
             details["budget_ms"] = f"{self._budget_ms:g}"
@@ -195,7 +202,7 @@ class RerankStage:
         scored_pool = pool[: plan.used]
         try:
             scored = await self._reranker.rerank(
-                query,
+                inp.query,
                 [c.text for c in scored_pool],
                 top_n=keep,
                 threshold=self._threshold,

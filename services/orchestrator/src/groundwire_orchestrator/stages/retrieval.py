@@ -12,6 +12,7 @@ from groundwire_core.errors import InvalidInput
 from groundwire_orchestrator.clients.interfaces import Embedder, Retriever
 from groundwire_orchestrator.clients.retriever import HybridQuery
 from groundwire_orchestrator.domain import Candidate, FieldFilter, StageReport
+from groundwire_orchestrator.fusion import AS_CONFIGURED, DEFAULT, FusionChoice, format_weights
 
 
 def _outputs(info: EmbedderInfo) -> tuple[str, ...]:
@@ -29,6 +30,8 @@ class RetrievalInput:
     limit: int = 50
     dense_from: str = "query"
     """What ``dense_query`` is, for the report: "query" or "hyde"."""
+    fusion: FusionChoice = AS_CONFIGURED
+    """The request's own fusion; what it leaves unset is the configured one."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class RetrievalParams:
     path_limit: int = 100
     rrf_k: int = 60
     dense_floor: float = 0.3
+    fusion: FusionChoice = DEFAULT
+    """The configured fusion (settings FUSION and FUSION_WEIGHTS)."""
 
 
 class RetrievalStage:
@@ -84,6 +89,7 @@ class RetrievalStage:
         )
         embedded = await self._embed(texts)
         embed_ms = (time.perf_counter() - started) * 1e3
+        fusion = inp.fusion.over(self._params.fusion)
         candidates, paths = await self._retriever.search(
             HybridQuery(
                 collection=inp.collection,
@@ -96,13 +102,18 @@ class RetrievalStage:
                 path_limit=self._params.path_limit,
                 rrf_k=self._params.rrf_k,
                 dense_floor=self._params.dense_floor,
+                fusion=fusion.method,
+                weights=fusion.weights,
             )
         )
         details = {
             "embed_ms": f"{embed_ms:.1f}",
             "candidates_out": str(len(candidates)),
             "dense_input": inp.dense_from,
+            "fusion": fusion.method,
         }
+        if fusion.weights:
+            details["fusion_weights"] = format_weights(fusion.weights)
         if inp.filters:
             details["filters"] = "; ".join(f"{f.field} in {list(f.any_of)}" for f in inp.filters)
         for p in paths:

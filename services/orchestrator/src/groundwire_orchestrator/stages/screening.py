@@ -3,7 +3,7 @@
 A passage that contains instructions aimed at a language model is flagged
 (``Candidate.injection_flagged`` plus the names of the patterns it matched); the flag
 reaches the response. Flagging changes nothing else: the passage stays data, inside
-the excerpt delimiters (see stages.prompting), and never alters the system prompt or
+the excerpt delimiters (see text.prompting), and never alters the system prompt or
 the tools. The screen is a documented heuristic, not a guarantee; the guarantee is
 that retrieved text is never placed anywhere but inside those delimiters.
 
@@ -147,7 +147,9 @@ def flag(cand: Candidate) -> Candidate:
 class ScreeningStage:
     """Flags passages with instructions aimed at the model; never drops or edits them."""
 
-    def run(self, candidates: Sequence[Candidate]) -> tuple[list[Candidate], StageReport]:
+    async def run(self, candidates: Sequence[Candidate]) -> tuple[list[Candidate], StageReport]:
+        """The candidates, each with its screening result; never raises. Async only for
+        the stages' common shape: the screen is a few regular expressions per passage."""
         started = time.perf_counter()
         screened = [flag(c) for c in candidates]
         flagged = [c for c in screened if c.injection_flagged]

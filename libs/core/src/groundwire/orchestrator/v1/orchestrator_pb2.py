@@ -25,21 +25,25 @@ _sym_db = _symbol_database.Default()
 from groundwire.common.v1 import common_pb2 as groundwire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-groundwire/orchestrator/v1/orchestrator.proto\x12\x1agroundwire.orchestrator.v1\x1a!groundwire/common/v1/common.proto\"J\n\x07Message\x12.\n\x04role\x18\x01 \x01(\x0e\x32 .groundwire.orchestrator.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\",\n\x0b\x46ieldFilter\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0e\n\x06\x61ny_of\x18\x02 \x03(\t\"\xd9\x01\n\nAskRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x35\n\x08messages\x18\x02 \x03(\x0b\x32#.groundwire.orchestrator.v1.Message\x12\x38\n\x07\x66ilters\x18\x03 \x03(\x0b\x32\'.groundwire.orchestrator.v1.FieldFilter\x12\x17\n\x0flistwise_rerank\x18\x04 \x01(\x08\x12\x17\n\x0fmax_agent_steps\x18\x05 \x01(\r\x12\x14\n\x0cinstructions\x18\x06 \x01(\t\"\xbd\x01\n\x06Source\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x11\n\tsource_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x03(\t\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x14\n\x0cmatch_reason\x18\t \x01(\t\x12\x19\n\x11injection_flagged\x18\n \x01(\x08\"E\n\x0eRetrievalEvent\x12\x33\n\x07sources\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x1c\n\nResetEvent\x12\x0e\n\x06reason\x18\x01 \x01(\t\"}\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x10\n\x08sentence\x18\x02 \x01(\t\x12>\n\x06status\x18\x03 \x01(\x0e\x32..groundwire.orchestrator.v1.VerificationStatus\x12\x0f\n\x07support\x18\x04 \x01(\x01\"~\n\x0e\x43itationsEvent\x12\x33\n\x07sources\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\x12\x37\n\tcitations\x18\x02 \x03(\x0b\x32$.groundwire.orchestrator.v1.Citation\"@\n\x0bStagesEvent\x12\x31\n\x06stages\x18\x01 \x03(\x0b\x32!.groundwire.common.v1.StageReport\"p\n\tDoneEvent\x12\x34\n\x04mode\x18\x01 \x01(\x0e\x32&.groundwire.orchestrator.v1.AnswerMode\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12\x1d\n\x15unsupported_citations\x18\x03 \x01(\r\"\xab\x03\n\x08\x41skEvent\x12?\n\tretrieval\x18\x01 \x01(\x0b\x32*.groundwire.orchestrator.v1.RetrievalEventH\x00\x12\x37\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32&.groundwire.orchestrator.v1.DeltaEventH\x00\x12\x37\n\x05reset\x18\x03 \x01(\x0b\x32&.groundwire.orchestrator.v1.ResetEventH\x00\x12?\n\tcitations\x18\x04 \x01(\x0b\x32*.groundwire.orchestrator.v1.CitationsEventH\x00\x12\x39\n\x06stages\x18\x05 \x01(\x0b\x32\'.groundwire.orchestrator.v1.StagesEventH\x00\x12\x35\n\x04\x64one\x18\x06 \x01(\x0b\x32%.groundwire.orchestrator.v1.DoneEventH\x00\x12\x30\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1f.groundwire.common.v1.ErrorInfoH\x00\x42\x07\n\x05\x65vent\"\x9c\x01\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\x12\x38\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\'.groundwire.orchestrator.v1.FieldFilter\x12\x0e\n\x06rerank\x18\x05 \x01(\x08\x12\x0f\n\x07reasons\x18\x06 \x01(\x08\"\xb1\x01\n\x0eSearchResponse\x12\x33\n\x07results\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\x12\x31\n\x06stages\x18\x02 \x03(\x0b\x32!.groundwire.common.v1.StageReport\x12\x37\n\tllm_usage\x18\x03 \x01(\x0b\x32$.groundwire.orchestrator.v1.LlmUsage\"J\n\x08LlmUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\x12\x11\n\testimated\x18\x03 \x01(\x08\"\x15\n\x13\x44\x65pendenciesRequest\"\x8d\x01\n\nDependency\x12\x0c\n\x04name\x18\x01 \x01(\t\x12<\n\x06status\x18\x02 \x01(\x0e\x32,.groundwire.orchestrator.v1.DependencyStatus\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\x12\n\nlatency_ms\x18\x04 \x01(\x01\x12\x0f\n\x07message\x18\x05 \x01(\t\"T\n\x14\x44\x65pendenciesResponse\x12<\n\x0c\x64\x65pendencies\x18\x01 \x03(\x0b\x32&.groundwire.orchestrator.v1.Dependency\"\r\n\x0bInfoRequest\"\x84\x01\n\x0cInfoResponse\x12\x15\n\rllm_providers\x18\x01 \x03(\t\x12\x1b\n\x13reranker_configured\x18\x02 \x01(\x08\x12\x12\n\ncandidates\x18\x03 \x01(\r\x12\x13\n\x0brerank_keep\x18\x04 \x01(\r\x12\x17\n\x0fmax_agent_steps\x18\x05 \x01(\r*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02*\xa4\x01\n\x12VerificationStatus\x12#\n\x1fVERIFICATION_STATUS_UNSPECIFIED\x10\x00\x12!\n\x1dVERIFICATION_STATUS_SUPPORTED\x10\x01\x12#\n\x1fVERIFICATION_STATUS_UNSUPPORTED\x10\x02\x12!\n\x1dVERIFICATION_STATUS_UNCHECKED\x10\x03*z\n\nAnswerMode\x12\x1b\n\x17\x41NSWER_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41NSWER_MODE_GENERATED\x10\x01\x12\x1a\n\x16\x41NSWER_MODE_EXTRACTIVE\x10\x02\x12\x18\n\x14\x41NSWER_MODE_DECLINED\x10\x03*\x97\x01\n\x10\x44\x65pendencyStatus\x12!\n\x1d\x44\x45PENDENCY_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x44\x45PENDENCY_STATUS_SERVING\x10\x01\x12!\n\x1d\x44\x45PENDENCY_STATUS_NOT_SERVING\x10\x02\x12\x1e\n\x1a\x44\x45PENDENCY_STATUS_DISABLED\x10\x03\x32\x9b\x03\n\x13OrchestratorService\x12U\n\x03\x41sk\x12&.groundwire.orchestrator.v1.AskRequest\x1a$.groundwire.orchestrator.v1.AskEvent0\x01\x12_\n\x06Search\x12).groundwire.orchestrator.v1.SearchRequest\x1a*.groundwire.orchestrator.v1.SearchResponse\x12q\n\x0c\x44\x65pendencies\x12/.groundwire.orchestrator.v1.DependenciesRequest\x1a\x30.groundwire.orchestrator.v1.DependenciesResponse\x12Y\n\x04Info\x12\'.groundwire.orchestrator.v1.InfoRequest\x1a(.groundwire.orchestrator.v1.InfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-groundwire/orchestrator/v1/orchestrator.proto\x12\x1agroundwire.orchestrator.v1\x1a!groundwire/common/v1/common.proto\"J\n\x07Message\x12.\n\x04role\x18\x01 \x01(\x0e\x32 .groundwire.orchestrator.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\",\n\x0b\x46ieldFilter\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0e\n\x06\x61ny_of\x18\x02 \x03(\t\"\xd9\x01\n\nAskRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x35\n\x08messages\x18\x02 \x03(\x0b\x32#.groundwire.orchestrator.v1.Message\x12\x38\n\x07\x66ilters\x18\x03 \x03(\x0b\x32\'.groundwire.orchestrator.v1.FieldFilter\x12\x17\n\x0flistwise_rerank\x18\x04 \x01(\x08\x12\x17\n\x0fmax_agent_steps\x18\x05 \x01(\r\x12\x14\n\x0cinstructions\x18\x06 \x01(\t\"\xbd\x01\n\x06Source\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x11\n\tsource_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x03(\t\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x0c\n\x04text\x18\x07 \x01(\t\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x14\n\x0cmatch_reason\x18\t \x01(\t\x12\x19\n\x11injection_flagged\x18\n \x01(\x08\"E\n\x0eRetrievalEvent\x12\x33\n\x07sources\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x1c\n\nResetEvent\x12\x0e\n\x06reason\x18\x01 \x01(\t\"}\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x10\n\x08sentence\x18\x02 \x01(\t\x12>\n\x06status\x18\x03 \x01(\x0e\x32..groundwire.orchestrator.v1.VerificationStatus\x12\x0f\n\x07support\x18\x04 \x01(\x01\"~\n\x0e\x43itationsEvent\x12\x33\n\x07sources\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\x12\x37\n\tcitations\x18\x02 \x03(\x0b\x32$.groundwire.orchestrator.v1.Citation\"@\n\x0bStagesEvent\x12\x31\n\x06stages\x18\x01 \x03(\x0b\x32!.groundwire.common.v1.StageReport\"p\n\tDoneEvent\x12\x34\n\x04mode\x18\x01 \x01(\x0e\x32&.groundwire.orchestrator.v1.AnswerMode\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12\x1d\n\x15unsupported_citations\x18\x03 \x01(\r\"\xab\x03\n\x08\x41skEvent\x12?\n\tretrieval\x18\x01 \x01(\x0b\x32*.groundwire.orchestrator.v1.RetrievalEventH\x00\x12\x37\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32&.groundwire.orchestrator.v1.DeltaEventH\x00\x12\x37\n\x05reset\x18\x03 \x01(\x0b\x32&.groundwire.orchestrator.v1.ResetEventH\x00\x12?\n\tcitations\x18\x04 \x01(\x0b\x32*.groundwire.orchestrator.v1.CitationsEventH\x00\x12\x39\n\x06stages\x18\x05 \x01(\x0b\x32\'.groundwire.orchestrator.v1.StagesEventH\x00\x12\x35\n\x04\x64one\x18\x06 \x01(\x0b\x32%.groundwire.orchestrator.v1.DoneEventH\x00\x12\x30\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1f.groundwire.common.v1.ErrorInfoH\x00\x42\x07\n\x05\x65vent\"\xdc\x02\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\x12\x38\n\x07\x66ilters\x18\x04 \x03(\x0b\x32\'.groundwire.orchestrator.v1.FieldFilter\x12\x0e\n\x06rerank\x18\x05 \x01(\x08\x12\x0f\n\x07reasons\x18\x06 \x01(\x08\x12\x32\n\x06\x66usion\x18\x07 \x01(\x0e\x32\".groundwire.orchestrator.v1.Fusion\x12T\n\x0e\x66usion_weights\x18\x08 \x03(\x0b\x32<.groundwire.orchestrator.v1.SearchRequest.FusionWeightsEntry\x1a\x34\n\x12\x46usionWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\"\xb1\x01\n\x0eSearchResponse\x12\x33\n\x07results\x18\x01 \x03(\x0b\x32\".groundwire.orchestrator.v1.Source\x12\x31\n\x06stages\x18\x02 \x03(\x0b\x32!.groundwire.common.v1.StageReport\x12\x37\n\tllm_usage\x18\x03 \x01(\x0b\x32$.groundwire.orchestrator.v1.LlmUsage\"J\n\x08LlmUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\x12\x11\n\testimated\x18\x03 \x01(\x08\"\x15\n\x13\x44\x65pendenciesRequest\"\x8d\x01\n\nDependency\x12\x0c\n\x04name\x18\x01 \x01(\t\x12<\n\x06status\x18\x02 \x01(\x0e\x32,.groundwire.orchestrator.v1.DependencyStatus\x12\x0e\n\x06target\x18\x03 \x01(\t\x12\x12\n\nlatency_ms\x18\x04 \x01(\x01\x12\x0f\n\x07message\x18\x05 \x01(\t\"T\n\x14\x44\x65pendenciesResponse\x12<\n\x0c\x64\x65pendencies\x18\x01 \x03(\x0b\x32&.groundwire.orchestrator.v1.Dependency\"\r\n\x0bInfoRequest\"\x84\x01\n\x0cInfoResponse\x12\x15\n\rllm_providers\x18\x01 \x03(\t\x12\x1b\n\x13reranker_configured\x18\x02 \x01(\x08\x12\x12\n\ncandidates\x18\x03 \x01(\r\x12\x13\n\x0brerank_keep\x18\x04 \x01(\r\x12\x17\n\x0fmax_agent_steps\x18\x05 \x01(\r*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02*\xa4\x01\n\x12VerificationStatus\x12#\n\x1fVERIFICATION_STATUS_UNSPECIFIED\x10\x00\x12!\n\x1dVERIFICATION_STATUS_SUPPORTED\x10\x01\x12#\n\x1fVERIFICATION_STATUS_UNSUPPORTED\x10\x02\x12!\n\x1dVERIFICATION_STATUS_UNCHECKED\x10\x03*z\n\nAnswerMode\x12\x1b\n\x17\x41NSWER_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41NSWER_MODE_GENERATED\x10\x01\x12\x1a\n\x16\x41NSWER_MODE_EXTRACTIVE\x10\x02\x12\x18\n\x14\x41NSWER_MODE_DECLINED\x10\x03*E\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x0e\n\nFUSION_RRF\x10\x01\x12\x13\n\x0f\x46USION_WEIGHTED\x10\x02*\x97\x01\n\x10\x44\x65pendencyStatus\x12!\n\x1d\x44\x45PENDENCY_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x44\x45PENDENCY_STATUS_SERVING\x10\x01\x12!\n\x1d\x44\x45PENDENCY_STATUS_NOT_SERVING\x10\x02\x12\x1e\n\x1a\x44\x45PENDENCY_STATUS_DISABLED\x10\x03\x32\x9b\x03\n\x13OrchestratorService\x12U\n\x03\x41sk\x12&.groundwire.orchestrator.v1.AskRequest\x1a$.groundwire.orchestrator.v1.AskEvent0\x01\x12_\n\x06Search\x12).groundwire.orchestrator.v1.SearchRequest\x1a*.groundwire.orchestrator.v1.SearchResponse\x12q\n\x0c\x44\x65pendencies\x12/.groundwire.orchestrator.v1.DependenciesRequest\x1a\x30.groundwire.orchestrator.v1.DependenciesResponse\x12Y\n\x04Info\x12\'.groundwire.orchestrator.v1.InfoRequest\x1a(.groundwire.orchestrator.v1.InfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'groundwire.orchestrator.v1.orchestrator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=2458
-  _globals['_ROLE']._serialized_end=2521
-  _globals['_VERIFICATIONSTATUS']._serialized_start=2524
-  _globals['_VERIFICATIONSTATUS']._serialized_end=2688
-  _globals['_ANSWERMODE']._serialized_start=2690
-  _globals['_ANSWERMODE']._serialized_end=2812
-  _globals['_DEPENDENCYSTATUS']._serialized_start=2815
-  _globals['_DEPENDENCYSTATUS']._serialized_end=2966
+  _globals['_SEARCHREQUEST_FUSIONWEIGHTSENTRY']._loaded_options = None
+  _globals['_SEARCHREQUEST_FUSIONWEIGHTSENTRY']._serialized_options = b'8\001'
+  _globals['_ROLE']._serialized_start=2650
+  _globals['_ROLE']._serialized_end=2713
+  _globals['_VERIFICATIONSTATUS']._serialized_start=2716
+  _globals['_VERIFICATIONSTATUS']._serialized_end=2880
+  _globals['_ANSWERMODE']._serialized_start=2882
+  _globals['_ANSWERMODE']._serialized_end=3004
+  _globals['_FUSION']._serialized_start=3006
+  _globals['_FUSION']._serialized_end=3075
+  _globals['_DEPENDENCYSTATUS']._serialized_start=3078
+  _globals['_DEPENDENCYSTATUS']._serialized_end=3229
   _globals['_MESSAGE']._serialized_start=112
   _globals['_MESSAGE']._serialized_end=186
   _globals['_FIELDFILTER']._serialized_start=188
@@ -65,21 +69,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ASKEVENT']._serialized_start=1211
   _globals['_ASKEVENT']._serialized_end=1638
   _globals['_SEARCHREQUEST']._serialized_start=1641
-  _globals['_SEARCHREQUEST']._serialized_end=1797
-  _globals['_SEARCHRESPONSE']._serialized_start=1800
-  _globals['_SEARCHRESPONSE']._serialized_end=1977
-  _globals['_LLMUSAGE']._serialized_start=1979
-  _globals['_LLMUSAGE']._serialized_end=2053
-  _globals['_DEPENDENCIESREQUEST']._serialized_start=2055
-  _globals['_DEPENDENCIESREQUEST']._serialized_end=2076
-  _globals['_DEPENDENCY']._serialized_start=2079
-  _globals['_DEPENDENCY']._serialized_end=2220
-  _globals['_DEPENDENCIESRESPONSE']._serialized_start=2222
-  _globals['_DEPENDENCIESRESPONSE']._serialized_end=2306
-  _globals['_INFOREQUEST']._serialized_start=2308
-  _globals['_INFOREQUEST']._serialized_end=2321
-  _globals['_INFORESPONSE']._serialized_start=2324
-  _globals['_INFORESPONSE']._serialized_end=2456
-  _globals['_ORCHESTRATORSERVICE']._serialized_start=2969
-  _globals['_ORCHESTRATORSERVICE']._serialized_end=3380
+  _globals['_SEARCHREQUEST']._serialized_end=1989
+  _globals['_SEARCHREQUEST_FUSIONWEIGHTSENTRY']._serialized_start=1937
+  _globals['_SEARCHREQUEST_FUSIONWEIGHTSENTRY']._serialized_end=1989
+  _globals['_SEARCHRESPONSE']._serialized_start=1992
+  _globals['_SEARCHRESPONSE']._serialized_end=2169
+  _globals['_LLMUSAGE']._serialized_start=2171
+  _globals['_LLMUSAGE']._serialized_end=2245
+  _globals['_DEPENDENCIESREQUEST']._serialized_start=2247
+  _globals['_DEPENDENCIESREQUEST']._serialized_end=2268
+  _globals['_DEPENDENCY']._serialized_start=2271
+  _globals['_DEPENDENCY']._serialized_end=2412
+  _globals['_DEPENDENCIESRESPONSE']._serialized_start=2414
+  _globals['_DEPENDENCIESRESPONSE']._serialized_end=2498
+  _globals['_INFOREQUEST']._serialized_start=2500
+  _globals['_INFOREQUEST']._serialized_end=2513
+  _globals['_INFORESPONSE']._serialized_start=2516
+  _globals['_INFORESPONSE']._serialized_end=2648
+  _globals['_ORCHESTRATORSERVICE']._serialized_start=3232
+  _globals['_ORCHESTRATORSERVICE']._serialized_end=3643
 # @@protoc_insertion_point(module_scope)

@@ -28,6 +28,12 @@ class AnswerMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ANSWER_MODE_EXTRACTIVE: _ClassVar[AnswerMode]
     ANSWER_MODE_DECLINED: _ClassVar[AnswerMode]
 
+class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_UNSPECIFIED: _ClassVar[Fusion]
+    FUSION_RRF: _ClassVar[Fusion]
+    FUSION_WEIGHTED: _ClassVar[Fusion]
+
 class DependencyStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DEPENDENCY_STATUS_UNSPECIFIED: _ClassVar[DependencyStatus]
@@ -45,6 +51,9 @@ ANSWER_MODE_UNSPECIFIED: AnswerMode
 ANSWER_MODE_GENERATED: AnswerMode
 ANSWER_MODE_EXTRACTIVE: AnswerMode
 ANSWER_MODE_DECLINED: AnswerMode
+FUSION_UNSPECIFIED: Fusion
+FUSION_RRF: Fusion
+FUSION_WEIGHTED: Fusion
 DEPENDENCY_STATUS_UNSPECIFIED: DependencyStatus
 DEPENDENCY_STATUS_SERVING: DependencyStatus
 DEPENDENCY_STATUS_NOT_SERVING: DependencyStatus
@@ -179,20 +188,31 @@ class AskEvent(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[RetrievalEvent, _Mapping]] = ..., delta: _Optional[_Union[DeltaEvent, _Mapping]] = ..., reset: _Optional[_Union[ResetEvent, _Mapping]] = ..., citations: _Optional[_Union[CitationsEvent, _Mapping]] = ..., stages: _Optional[_Union[StagesEvent, _Mapping]] = ..., done: _Optional[_Union[DoneEvent, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query", "limit", "filters", "rerank", "reasons")
+    __slots__ = ("collection", "query", "limit", "filters", "rerank", "reasons", "fusion", "fusion_weights")
+    class FusionWeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    FUSION_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     limit: int
     filters: _containers.RepeatedCompositeFieldContainer[FieldFilter]
     rerank: bool
     reasons: bool
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ...) -> None: ...
+    fusion: Fusion
+    fusion_weights: _containers.ScalarMap[str, float]
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., fusion_weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "stages", "llm_usage")

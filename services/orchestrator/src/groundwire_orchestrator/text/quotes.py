@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from groundwire_orchestrator.stages.text import MARKER, split_sentences
+from groundwire_orchestrator.text.sentences import MARKER, split_sentences
 
 UnitKind = Literal["sentence", "item", "code"]
 

@@ -12,11 +12,11 @@ from typing import Any
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.domain import Candidate, NumberedSource
 from groundwire_orchestrator.llm.base import ToolCall
-from groundwire_orchestrator.stages.citations import SourceLedger
-from groundwire_orchestrator.stages.prompting import format_excerpt
 from groundwire_orchestrator.stages.retrieval import SourceReader
 from groundwire_orchestrator.stages.screening import flag
-from groundwire_orchestrator.stages.text import approx_tokens
+from groundwire_orchestrator.text.ledger import SourceLedger
+from groundwire_orchestrator.text.prompting import format_excerpt
+from groundwire_orchestrator.text.sentences import approx_tokens
 
 Searcher = Callable[[str], Awaitable[Sequence[Candidate]]]
 """Runs a query through retrieval, rerank and screening; best first."""

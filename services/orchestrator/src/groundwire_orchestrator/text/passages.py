@@ -28,6 +28,7 @@ memoizing caches do not do.
 from __future__ import annotations
 
 import asyncio
+import math
 from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
@@ -40,6 +41,14 @@ EMBED_BATCH = 64
 CACHE_ENTRIES = 4096
 
 Vector = Sequence[float]
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    """Cosine similarity of two vectors of one model (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
 
 
 ModelKey = tuple[str, int]

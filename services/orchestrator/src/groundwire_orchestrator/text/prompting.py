@@ -1,5 +1,6 @@
 """What the answering model is told: the system prompt, the numbered excerpts inside
-their delimiters, the conversation under a token budget, and the agent's tools.
+their delimiters, the conversation under a token budget, and the agent's tools; and
+how a reply that declines is recognised (the prompt's decline phrase, or the usual ones).
 
 Retrieved text only ever appears inside ``<excerpt>`` … ``</excerpt>``; anything in it
 that looks like one of our delimiters is defused first, so a passage cannot close its
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from groundwire_orchestrator.domain import NumberedSource, Turn
 from groundwire_orchestrator.llm.base import ChatMessage, ToolSpec
-from groundwire_orchestrator.stages.text import (
+from groundwire_orchestrator.text.sentences import (
     approx_tokens,
     chunk_body,
     heading_label,
@@ -216,3 +217,19 @@ def answer_prompt(
     messages.append(ChatMessage("user", user))
     system = SYSTEM_PROMPT + (AGENT_RULES if tools else "")
     return AnswerPrompt(system, tuple(messages), operator_block(instructions))
+
+
+_DECLINES = re.compile(
+    r"^\W*(?:i can(?:no|')t (?:answer|find)|i cannot (?:answer|find)|i do(?: no|n')t (?:know|"
+    r"have)|i'm (?:not able|unable)|i am (?:not able|unable)|the (?:available )?(?:documents|"
+    r"excerpts) do(?: no|n')t)",
+    re.IGNORECASE,
+)
+
+
+def is_decline(text: str) -> bool:
+    """Whether ``text`` is the model declining (the prompt's decline phrase, or one of
+    the usual ways models phrase it)."""
+    stripped = text.strip().replace("\u2019", "'")
+    return stripped.startswith(DECLINE_PREFIX) or bool(_DECLINES.match(stripped))
+

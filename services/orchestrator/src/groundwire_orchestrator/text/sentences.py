@@ -1,11 +1,14 @@
-"""Plain-text tools the stages share: sentences, citation markers, content words,
-approximate token counts and how a chunk is labelled."""
+"""Plain-text tools the stages share: sentences, citation markers, content words
+(Snowball-stemmed), approximate token counts and how a chunk is labelled."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
+
+import snowballstemmer
 
 from groundwire_orchestrator.domain import Candidate
 
@@ -93,12 +96,15 @@ def strip_markers(text: str) -> str:
     return " ".join(text.split())
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    # crude suffix stripping: enough to match "limits"/"limit", "reranked"/"rerank"
-    for suffix in ("ing", "edly", "ed", "ies", "es", "ly", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
+    # Snowball's English (Porter 2) stemmer: "limits"/"limit", "reranked"/"rerank".
+    # Cached: the same chunk words come back request after request, and the stemmer
+    # is pure Python.
+    return str(_STEMMER.stemWord(word))
 
 
 def content_words(text: str) -> list[str]:

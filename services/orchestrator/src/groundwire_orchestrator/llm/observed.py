@@ -1,5 +1,4 @@
-"""The orchestrator's LLM: the one mapping from settings to the provider factory's
-config, and the wrapper every LLM call goes through. It remembers how the last call
+"""The wrapper every LLM call of the orchestrator goes through. It remembers how the last call
 went, for the Dependencies RPC (an LLM API is not probed: a probe would cost a
 request), and observes each call: one span ``llm.<provider>`` (the provider that
 served it; ``llm`` when none did) and the ``groundwire_llm_*`` metrics."""
@@ -19,7 +18,6 @@ from opentelemetry import trace
 from groundwire_core.errors import GroundwireError
 from groundwire_core.metrics import LLM_CALLS, LLM_LATENCY
 from groundwire_orchestrator import usage
-from groundwire_orchestrator.llm import factory
 from groundwire_orchestrator.llm.base import (
     LLMProvider,
     LLMRequest,
@@ -30,7 +28,6 @@ from groundwire_orchestrator.llm.base import (
     warm_up,
 )
 from groundwire_orchestrator.llm.failover import FailoverLLM
-from groundwire_orchestrator.settings import OrchestratorSettings
 
 tracer = trace.get_tracer("groundwire.orchestrator.llm")
 
@@ -39,35 +36,6 @@ tracer = trace.get_tracer("groundwire.orchestrator.llm")
 # is not reported is estimated like the gateway's input budget, four characters to a
 # token.
 CHARS_PER_TOKEN = 4
-
-
-def llm_config(settings: OrchestratorSettings) -> factory.LLMConfig:
-    """The settings' LLM fields as the factory's config. An OpenAI-compatible endpoint
-    with only a fast model name uses it for both roles."""
-    return factory.LLMConfig(
-        anthropic_api_key=settings.anthropic_api_key,
-        anthropic_base_url=settings.anthropic_base_url,
-        anthropic_fast_model=settings.anthropic_fast_model,
-        anthropic_strong_model=settings.anthropic_strong_model,
-        openai_base_url=settings.openai_base_url,
-        openai_api_key=settings.openai_api_key,
-        openai_fast_model=settings.openai_fast_model or None,
-        openai_strong_model=settings.openai_strong_model or settings.openai_fast_model or None,
-        order=settings.llm_order,
-        timeout_s=settings.llm_timeout_s,
-    )
-
-
-def build_llm(settings: OrchestratorSettings) -> ObservedLLM | None:
-    """The configured providers as a failover chain, observed; None when no provider
-    is configured (the chain answers extractively). Opens nothing. Raises ValueError
-    for an OpenAI-compatible endpoint without a model name."""
-    config = llm_config(settings)
-    llm = factory.build_llm(config)
-    if llm is None:
-        return None
-    names = tuple(p.name for p in factory.build_providers(config))
-    return ObservedLLM(llm, names)
 
 
 @dataclass(frozen=True)

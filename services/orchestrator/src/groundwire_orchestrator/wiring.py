@@ -1,0 +1,152 @@
+"""The orchestrator assembled from its settings, in one place: the dependency channels
+and their clients, the LLM chain (llm.factory), and every stage of the pipeline. The
+server only converts and calls; nothing else builds a stage from settings."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import grpc
+
+from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.grpc.client import create_channel
+from groundwire_orchestrator.clients.reranker import RerankerClient
+from groundwire_orchestrator.clients.retriever import RetrieverClient
+from groundwire_orchestrator.llm.base import LLMProvider
+from groundwire_orchestrator.llm.factory import build_llm
+from groundwire_orchestrator.llm.observed import ObservedLLM
+from groundwire_orchestrator.pipeline import ChainConfig, Pipeline
+from groundwire_orchestrator.settings import OrchestratorSettings
+from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
+from groundwire_orchestrator.stages.answer import GroundedAnswerStage
+from groundwire_orchestrator.stages.citations import CitationVerifier
+from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
+from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
+from groundwire_orchestrator.stages.rerank import RerankStage
+from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
+from groundwire_orchestrator.stages.screening import ScreeningStage
+from groundwire_orchestrator.text.passages import PassageVectors
+
+READ_DOCUMENT_MAX_CHUNKS = 200
+
+
+def build_pipeline(
+    settings: OrchestratorSettings,
+    *,
+    embedder: EmbedderClient,
+    retriever: RetrieverClient,
+    reranker: RerankerClient | None,
+    llm: LLMProvider | None,
+    query_embedder: EmbedderClient | None = None,
+) -> Pipeline:
+    """Every stage configured from ``settings``; opens nothing. ``query_embedder``
+    embeds queries (``embedder`` when None; passages always go to ``embedder``)."""
+    s = settings
+    query = query_embedder or embedder
+    passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
+    answer = (
+        GroundedAnswerStage(
+            llm,
+            timeout_s=s.answer_timeout_s,
+            max_tokens=s.answer_max_tokens,
+            context_tokens=s.answer_context_tokens,
+            history_tokens=s.answer_history_tokens,
+        )
+        if llm is not None
+        else None
+    )
+    return Pipeline(
+        analysis=QueryAnalysisStage(
+            llm, FilterableFields(retriever), timeout_s=s.analysis_timeout_s
+        ),
+        retrieval=RetrievalStage(
+            query,
+            retriever,
+            RetrievalParams(
+                path_limit=s.path_limit,
+                rrf_k=s.rrf_k,
+                dense_floor=s.dense_floor,
+                fusion=s.fusion_choice,
+            ),
+        ),
+        rerank=RerankStage(
+            reranker,
+            candidates=s.candidates,
+            keep=s.rerank_keep,
+            threshold=s.rerank_threshold,
+            timeout_s=s.rerank_timeout_s,
+            budget_ms=s.rerank_budget_ms,
+            min_candidates=s.rerank_min_candidates,
+            info_ttl_s=s.reranker_info_ttl_s,
+        ),
+        screening=ScreeningStage(),
+        listwise=ListwiseRerankStage(
+            llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
+        ),
+        answer=answer,
+        extractive=ExtractiveAnswerStage(
+            query, min_score=s.extractive_min_score, passages=passages
+        ),
+        verifier=CitationVerifier(
+            embedder, threshold=s.citation_support_threshold, passages=passages
+        ),
+        reader=SourceReader(query, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
+        config=ChainConfig(
+            candidates=s.candidates,
+            rerank_keep=s.rerank_keep,
+            answer_sources=s.answer_sources,
+            context_tokens=s.answer_context_tokens,
+            default_agent_steps=s.agent_steps,
+            max_agent_steps=s.agent_steps_max,
+            search_tool_results=s.agent_search_results,
+            tool_result_tokens=s.agent_result_tokens,
+            listwise_reasons=s.listwise_reasons,
+        ),
+    )
+
+
+@dataclass
+class Assembly:
+    """What :func:`assemble` built: the pipeline, the observed LLM (None: extractive
+    answers) and the open channels by dependency name, closed by :meth:`aclose`."""
+
+    pipeline: Pipeline
+    llm: ObservedLLM | None
+    channels: dict[str, grpc.aio.Channel]
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.channels.values()))
+        if self.llm is not None:
+            await self.llm.aclose()
+
+
+async def assemble(
+    settings: OrchestratorSettings, *, llm: LLMProvider | None = None
+) -> Assembly:
+    """Opens the dependency channels and builds the LLM chain and the pipeline from
+    ``settings``; the LLM's SDK set-up is paid here, before the service says SERVING
+    (it must not eat a request's deadline). ``llm`` replaces the providers the
+    settings describe (tests inject one). Raises ValueError for an LLM configuration
+    the settings could not reject alone."""
+    s = settings
+    observed = ObservedLLM(llm, (llm.name,)) if llm is not None else build_llm(s)
+    if observed is not None:
+        await observed.warm_up()
+    channels = {
+        "embedder": create_channel(s.embedder_addr),
+        "retriever": create_channel(s.retriever_addr),
+    }
+    if s.reranker_addr:
+        channels["reranker"] = create_channel(s.reranker_addr)
+    pipeline = build_pipeline(
+        s,
+        embedder=EmbedderClient(channels["embedder"], timeout_s=s.call_timeout_s),
+        query_embedder=EmbedderClient(
+            channels["embedder"], timeout_s=min(s.embedder_query_timeout_s, s.call_timeout_s)
+        ),
+        retriever=RetrieverClient(channels["retriever"], timeout_s=s.call_timeout_s),
+        reranker=RerankerClient(channels["reranker"]) if "reranker" in channels else None,
+        llm=observed,
+    )
+    return Assembly(pipeline, observed, channels)
