@@ -5,7 +5,6 @@ Anthropic server sees closed within a second. All real processes but the fake.""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from groundwire_cli.cluster import LocalCluster, free_port
+from groundwire_cli.cluster import LocalCluster
 from groundwire_cli.ingest import ingest_files
-from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.llm_server import RecordedRequest, Reply
+from tests.fakes.llm_thread import ThreadedFakeLLM
 
 pytestmark = pytest.mark.e2e
 
@@ -38,33 +38,11 @@ def _reply(request: RecordedRequest) -> Reply:
     return Reply(text="Boil it for nine minutes [1]. " * 200, ttft_s=0.05, token_delay_s=0.05)
 
 
-class _FakeOnThread:
-    """The fake Anthropic API on its own event loop, readable from the sync test."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server: FakeLLMServer = self._run(
-            FakeLLMServer(default=_reply, port=self.port).start()
-        )
-
-    def _run(self, coro):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
-
-    def close(self) -> None:
-        self._run(self.server.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
-
-
 @pytest.fixture(scope="module")
 def setup(
     minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[LocalCluster, _FakeOnThread]]:
-    fake = _FakeOnThread()
+) -> Iterator[tuple[LocalCluster, ThreadedFakeLLM]]:
+    fake = ThreadedFakeLLM(_reply).start()
     run = tmp_path_factory.mktemp("cancel")
     cluster = LocalCluster.with_free_ports(
         run,
@@ -72,7 +50,7 @@ def setup(
         run / "qdrant",
         extra_env={
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_API_KEY": "fake-key",
-            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL": f"http://127.0.0.1:{fake.port}",
+            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL": fake.url,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_FAST_MODEL": FAST,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG,
         },
@@ -93,7 +71,7 @@ def setup(
 
 
 def test_disconnect_mid_stream_cancels_the_llm_request(
-    setup: tuple[LocalCluster, _FakeOnThread],
+    setup: tuple[LocalCluster, ThreadedFakeLLM],
 ) -> None:
     cluster, fake = setup
     body = {

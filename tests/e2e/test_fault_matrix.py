@@ -22,12 +22,13 @@ from groundwire_cli.cluster import SERVICES, ClusterError, LocalCluster, free_po
 from tests.e2e.fault_support import (
     FAST_MODEL,
     STRONG_MODEL,
-    RedisProcess,
-    ThreadedFakeLLM,
     build_tiny_reranker,
     eventually,
+    role_reply,
     sse_events,
 )
+from tests.fakes.llm_thread import ThreadedFakeLLM
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +62,7 @@ DOCS = {
 @dataclass
 class Matrix:
     cluster: LocalCluster
-    redis: RedisProcess
+    redis: RedisServer
     llm: ThreadedFakeLLM
     http: httpx.Client
     run_dir: Path
@@ -88,8 +89,8 @@ def matrix(
 ) -> Iterator[Matrix]:
     run = tmp_path_factory.mktemp("fault-matrix")
     reranker_model = build_tiny_reranker(repo_root, run / "reranker")
-    redis = RedisProcess(run / "redis")
-    llm = ThreadedFakeLLM()
+    redis = RedisServer(run / "redis")
+    llm = ThreadedFakeLLM(role_reply)
     cluster = LocalCluster.with_free_ports(
         run,
         minilm_dir,

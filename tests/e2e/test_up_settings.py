@@ -25,11 +25,12 @@ from groundwire_cli.lifecycle import RunningCluster, running
 from tests.e2e.fault_support import (
     FAST_MODEL,
     STRONG_MODEL,
-    ThreadedFakeLLM,
     build_tiny_reranker,
     eventually,
+    role_reply,
     sse_events,
 )
+from tests.fakes.llm_thread import ThreadedFakeLLM
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +96,7 @@ def _toml(tables: Tables) -> str:
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[ThreadedFakeLLM]:
-    fake = ThreadedFakeLLM()
+    fake = ThreadedFakeLLM(role_reply)
     fake.start()
     yield fake
     fake.close()

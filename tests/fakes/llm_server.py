@@ -23,6 +23,11 @@ library, so it runs as a plain script::
     python tests/fakes/llm_server.py --port 0 --ready-file F --script '[{"text": "hi"}]' \\
         --ttft-s 0.2 --token-delay-s 0.02 --default-text "an answer [1]"
 
+With ``--orchestrator-answers WORDS`` (the load report's fake) every request the
+script does not answer gets a plausible reply to the orchestrator's prompt: analysis
+JSON, a listwise ranking, or cited sentences from the excerpts; ``--keep-log N``
+bounds what is recorded.
+
 The ready file receives the port once the server listens. ``GET /_fake/log`` returns
 what was recorded, ``POST /_fake/script`` appends replies (a JSON list), and
 ``POST /_fake/reset`` clears both.
@@ -662,6 +667,85 @@ def _openai_events(reply: Reply, model: str, ident: int) -> Iterable[tuple[bool,
     yield False, _sse(None, "[DONE]")
 
 
+# -- the orchestrator's prompts, answered plausibly (load runs) ------------------------
+
+
+_QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.DOTALL)
+_PASSAGE = re.compile(r'<passage n="(\d+)">', re.DOTALL)
+_EXCERPT = re.compile(r'<excerpt n="(\d+)"[^>]*>\n[^\n]*\n(.*?)\n</excerpt>', re.DOTALL)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _flat_text(content: Any) -> str:
+    """The text of an Anthropic ``system`` or message ``content`` (a string or blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return ""
+
+
+_LEAD_INS = (
+    "According to the documentation,",
+    "The excerpts say that",
+    "In short,",
+    "As described there,",
+)
+
+
+def orchestrator_reply_text(body: Any, answer_words: int, *, quote: bool = False) -> str:
+    """What the fake model says to one Messages API request of the orchestrator.
+
+    Analysis prompt: valid analysis JSON built from the query. Listwise prompt: the
+    passages in their given order. Anything else (the answer prompt): up to
+    ``answer_words`` words of sentences from the excerpts, each citing its excerpt,
+    behind a lead-in as a model's paraphrase would be (so the citation check embeds the
+    sentence and the chunk, as it does for real answers), or verbatim with ``quote``
+    (the check accepts a verbatim quote without the embedder: a cheaper load).
+    """
+    system = _flat_text(body.get("system", ""))
+    user = "\n".join(_flat_text(m.get("content", "")) for m in body.get("messages", []))
+    if "You analyse search queries" in system:
+        match = _QUERY.search(user)
+        query = " ".join((match.group(1) if match else user[-300:]).split())
+        return json.dumps(
+            {
+                "rewritten_query": query,
+                "hyde_document": f"The documentation explains {query}. It describes the "
+                "settings involved and what happens when a part of the system fails.",
+                "intent": query[:100],
+                "filters": [],
+                "negatives": [],
+            }
+        )
+    if "You rank search results" in system:
+        numbers = [int(n) for n in _PASSAGE.findall(user)] or [1]
+        return json.dumps(
+            {"ranking": numbers, "reasons": {str(n): "it answers the query" for n in numbers[:3]}}
+        )
+    sentences: list[str] = []
+    words = 0
+    excerpts = _EXCERPT.findall(user)
+    for number, text in excerpts:
+        for sentence in _SENTENCE.split(" ".join(text.split()))[:2]:
+            cut = sentence.split()[:30]
+            if len(cut) < 4:
+                continue
+            claim = " ".join(cut).rstrip(".!?")
+            if not quote:
+                lead = _LEAD_INS[len(sentences) % len(_LEAD_INS)]
+                claim = f"{lead} {claim[0].lower()}{claim[1:]}"
+            sentences.append(f"{claim} [{number}].")
+            words += len(cut)
+            if words >= answer_words:
+                break
+        if words >= answer_words:
+            break
+    if not sentences:
+        return "I can't answer that from the available documents: they say nothing about it."
+    return " ".join(sentences)
+
+
 # -- as a process ------------------------------------------------------------------
 
 
@@ -680,11 +764,17 @@ def _load_script(raw: str | None) -> tuple[list[Reply], dict[str, Any]]:
 
 async def _main(args: argparse.Namespace) -> None:
     replies, options = _load_script(args.script)
-    default: Reply | None = None
+    default: ScriptItem | None = None
     if "default" in options:
         default = Reply.from_dict(options["default"])
     if args.default_text is not None:
         default = Reply(text=args.default_text)
+    if args.orchestrator_answers is not None:
+        words, quote = args.orchestrator_answers, args.quote
+
+        def default(request: RecordedRequest) -> Reply:
+            return Reply(text=orchestrator_reply_text(request.body, words, quote=quote))
+
     server = FakeLLMServer(
         replies,
         default=default,
@@ -710,7 +800,15 @@ async def _main(args: argparse.Namespace) -> None:
             tmp.write_text(str(server.port))
             tmp.replace(ready)
         print(f"fake LLM server on {server.url}", file=sys.stderr, flush=True)
-        await stop.wait()
+        if args.keep_log is None:
+            await stop.wait()
+            return
+        # under load the recorded requests would grow without bound: keep the last N
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=5)
+            del server.requests[: -args.keep_log or None]
+            del server.disconnects[: -args.keep_log or None]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -723,6 +821,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ttft-s", type=float, default=None, help="time to first token")
     parser.add_argument("--token-delay-s", type=float, default=None, help="delay per chunk")
     parser.add_argument("--api-key", default=None, help="require this key")
+    parser.add_argument(
+        "--orchestrator-answers",
+        type=int,
+        default=None,
+        metavar="WORDS",
+        help="answer the orchestrator's prompts plausibly once the script is exhausted: "
+        "analysis JSON, a listwise ranking, and answers of up to WORDS words of cited "
+        "sentences from the excerpts (load runs)",
+    )
+    parser.add_argument(
+        "--quote", action="store_true", help="with --orchestrator-answers: quote verbatim"
+    )
+    parser.add_argument(
+        "--keep-log", type=int, default=None, help="record only the last N requests (load runs)"
+    )
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(args))

@@ -31,11 +31,12 @@ import httpx
 
 from groundwire_cli import config as config_cli
 from groundwire_cli import demo as demo_cli
-from groundwire_cli import evaluate, golden, lifecycle
+from groundwire_cli import evaluation, golden, lifecycle
 from groundwire_cli import sources as sources_cli
 from groundwire_cli.chat import ChatProtocolError, ChatRequestError, ask
 from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_cli.evaluation import command as evaluate
 from groundwire_cli.ingest import SUFFIXES, default_root, find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
@@ -103,17 +104,8 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_addr(service: str, default: str) -> str:
-    """The address of ``service`` in the cluster `groundwire up` runs (up.json in
-    GROUNDWIRE_HOME), else ``default``."""
-    state = lifecycle.running(config_cli.groundwire_home(user_environment()) / "run")
-    if state is None:
-        return default
-    return state.gateway_url if service == "gateway" else state.addr(service)
-
-
 def cmd_chat(args: argparse.Namespace) -> int:
-    gateway = args.gateway or _running_addr("gateway", DEFAULT_GATEWAY)
+    gateway = args.gateway or lifecycle.running_addr("gateway", DEFAULT_GATEWAY)
     try:
         with httpx.Client(base_url=gateway, timeout=args.timeout) as client:
             outcome = ask(client, args.question, collection=args.collection)
@@ -130,23 +122,37 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 1 if outcome.error is not None else 0
 
 
-def _nothing_to_ingest(paths: list[Path]) -> str:
-    """Why nothing under ``paths`` can be ingested: which files are there, and which
-    formats the ingest reads."""
+def _suffixes(paths: list[Path], *, unsupported_only: bool = False) -> Counter[str]:
+    """How many files of each suffix lie under ``paths`` (folders searched deeply)."""
     found: Counter[str] = Counter()
     for path in paths:
         files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
-        found.update(p.suffix.lower() or "(no suffix)" for p in files)
+        found.update(
+            p.suffix.lower() or "(no suffix)"
+            for p in files
+            if not (unsupported_only and p.suffix.lower() in SUFFIXES)
+        )
+    return found
+
+
+def _kinds(found: Counter[str]) -> str:
+    """``6 .gz, 1 .png`` — the eight most common suffixes, then how many more."""
+    kinds = ", ".join(f"{n} {suffix}" for suffix, n in found.most_common(8))
+    return kinds + (f" and {len(found) - 8} other kinds" if len(found) > 8 else "")
+
+
+def _nothing_to_ingest(paths: list[Path]) -> str:
+    """Why nothing under ``paths`` can be ingested: which files are there, and which
+    formats the ingest reads."""
+    found = _suffixes(paths)
     where = ", ".join(map(str, paths))
     supported = f"supported formats: {', '.join(SUFFIXES)}"
     if not found:
         return f"no documents found in {where}: it holds no files; {supported}"
-    kinds = ", ".join(f"{n} {suffix}" for suffix, n in found.most_common(8))
-    more = f" and {len(found) - 8} other kinds" if len(found) > 8 else ""
     total = sum(found.values())
     return (
         f"no documents found in {where}: {total} file{'s' if total > 1 else ''} "
-        f"({kinds}{more}), none in a supported format; {supported}"
+        f"({_kinds(found)}), none in a supported format; {supported}"
     )
 
 
@@ -162,7 +168,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 1
     for f in unsupported:
         print(f"  skipped {f}: not a supported format ({', '.join(SUFFIXES)})", file=sys.stderr)
-    retriever = args.retriever or _running_addr("retriever", DEFAULT_RETRIEVER)
+    # files in the folders given that the ingest does not read are said once, not hidden
+    left_out = _suffixes([p for p in args.paths if p.is_dir()], unsupported_only=True)
+    if left_out:
+        total = sum(left_out.values())
+        print(
+            f"  left out {total} file{'s' if total > 1 else ''} in formats the ingest does "
+            f"not read ({_kinds(left_out)}); supported formats: {', '.join(SUFFIXES)}",
+            file=sys.stderr,
+        )
+    retriever = args.retriever or lifecycle.running_addr("retriever", DEFAULT_RETRIEVER)
     root = args.root or default_root(args.paths)  # never the working directory
     return _ingest(
         retriever,
@@ -190,11 +205,7 @@ def _ingest(
     except Unavailable as error:
         if error.dependency != "retriever":
             raise
-        raise Unavailable(
-            f"{error.message} ({addr}); if nothing runs there, start the services with "
-            "`groundwire up` or point --retriever at a running retriever",
-            dependency="retriever",
-        ) from None
+        raise lifecycle.no_retriever_at(error, addr) from None
     return 0
 
 
@@ -371,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieval = evals_sub.add_parser(
         "retrieval",
         help="retrieval ablation (BM25, dense, sparse, hybrid, + rerank) on a BEIR folder",
-        description=evaluate.__doc__,
+        description=evaluation.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     evaluate.add_arguments(retrieval)

@@ -1,5 +1,6 @@
 """`groundwire eval answers`: a golden question set, asked through the gateway's
-``POST /v1/chat``, each answer held to deterministic checks.
+``POST /v1/chat``, each answer held to deterministic checks. One idea at ~700 lines:
+the golden-set format, its checks and its report change together, case by case.
 
 A golden set is YAML: ``name``?, ``description``?, ``collection``? (default for the
 cases), top-level ``x-...`` keys for YAML anchors (ignored) and ``cases``, each with an

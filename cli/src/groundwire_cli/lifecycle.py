@@ -20,7 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from groundwire_cli import config
+from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_core.errors import Unavailable
 
 STATE_NAME = "up.json"
 DETACH_TIMEOUT_S = 300.0
@@ -62,6 +65,24 @@ def running(run_dir: Path) -> RunningCluster | None:
         path.unlink(missing_ok=True)
         return None
     return state
+
+
+def running_addr(service: str, default: str) -> str:
+    """The address of ``service`` in the cluster `groundwire up` runs (up.json in
+    GROUNDWIRE_HOME's run/), else ``default``."""
+    state = running(config.groundwire_home(user_environment()) / "run")
+    if state is None:
+        return default
+    return state.gateway_url if service == "gateway" else state.addr(service)
+
+
+def no_retriever_at(error: Unavailable, addr: str) -> Unavailable:
+    """``error`` from a retriever call, saying where none answered and what to do."""
+    return Unavailable(
+        f"{error.message} ({addr}); if nothing runs there, start the services with "
+        "`groundwire up` or point --retriever at a running retriever",
+        dependency="retriever",
+    )
 
 
 def _write_state(run_dir: Path, cluster: LocalCluster) -> Path:

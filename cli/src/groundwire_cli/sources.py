@@ -16,9 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from groundwire_cli import config as config_cli
 from groundwire_cli import lifecycle
-from groundwire_cli.child_settings import user_environment
 from groundwire_core.errors import Unavailable
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
@@ -103,23 +101,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON array, every field")
 
 
-def _running_retriever() -> str:
-    state = lifecycle.running(config_cli.groundwire_home(user_environment()) / "run")
-    return DEFAULT_RETRIEVER if state is None else state.addr("retriever")
-
-
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    addr = args.retriever or _running_retriever()
+    addr = args.retriever or lifecycle.running_addr("retriever", DEFAULT_RETRIEVER)
     try:
         rows = asyncio.run(list_sources(addr, args.collection))
     except Unavailable as error:
         if error.dependency != "retriever":
             raise
-        raise Unavailable(
-            f"{error.message} ({addr}); if nothing runs there, start the services with "
-            "`groundwire up` or point --retriever at a running retriever",
-            dependency="retriever",
-        ) from None
+        raise lifecycle.no_retriever_at(error, addr) from None
     if args.json:
         json.dump([asdict(r) for r in rows], out, indent=2)
         out.write("\n")

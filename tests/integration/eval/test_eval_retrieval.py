@@ -72,7 +72,15 @@ QUERIES = {
     "q5": ("how does yeast make bread dough rise", ["bread"]),
 }
 ANSWERABLE = "q1"
-CONFIGS = ("bm25", "dense", "sparse", "hybrid-rrf", "hybrid-weighted", "hybrid-rrf+rerank")
+CONFIGS = (
+    "bm25",
+    "dense",
+    "sparse",
+    "hybrid-rrf",
+    "hybrid-weighted",
+    "product-default",
+    "hybrid-rrf+rerank",
+)
 
 
 def _write_beir(root: Path) -> Path:
@@ -133,7 +141,13 @@ def test_every_configuration_is_reported_with_metrics_in_range(
     configs = {c["name"]: c for c in report["configurations"]}
     assert tuple(configs) == CONFIGS
     ran = [c for c in configs.values() if c["status"] == "ok"]
-    assert {c["name"] for c in ran} == {"bm25", "dense", "hybrid-rrf", "hybrid-weighted"}
+    assert {c["name"] for c in ran} == {
+        "bm25",
+        "dense",
+        "hybrid-rrf",
+        "hybrid-weighted",
+        "product-default",
+    }
     for config in ran:
         for query_set in ("dev", "tune", "all"):
             metrics = config["metrics"][query_set]

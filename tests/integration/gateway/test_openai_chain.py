@@ -22,20 +22,9 @@ import httpx2
 import openai
 import pytest
 import pytest_asyncio
-from pydantic import SecretStr
 
-from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from groundwire_core.grpc.client import create_channel
-from groundwire_core.grpc.server import serving
-from groundwire_embedder.server import EmbedderService
-from groundwire_embedder.settings import EmbedderSettings
-from groundwire_gateway.app import create_app
-from groundwire_gateway.settings import GatewaySettings
-from groundwire_orchestrator.server import OrchestratorService
-from groundwire_orchestrator.settings import OrchestratorSettings
-from groundwire_retriever.server import RetrieverService
-from groundwire_retriever.settings import RetrieverSettings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, ToolUse
+from tests.integration.gateway.chain import serve_chain
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -84,56 +73,17 @@ async def gateway(
     async with AsyncExitStack() as stack:
         model = Model()
         llm = await stack.enter_async_context(FakeLLMServer(default=model))
-        embedder = await stack.enter_async_context(
-            serving(EmbedderService(EmbedderSettings(port=0, model_dir=minilm_dir)),
-                    EmbedderSettings(port=0))
-        )
-        retriever_settings = RetrieverSettings(
-            port=0,
+        app = await serve_chain(
+            stack,
+            minilm_dir=minilm_dir,
             data_path=tmp_path_factory.mktemp("qdrant"),
-            embedder_addr=f"127.0.0.1:{embedder}",
+            docs=DOCS,
+            llm_url=llm.url,
+            orchestrator={
+                "analysis_timeout_s": 1.0,
+                "agent_steps": 2,  # every completion may call tools
+            },
         )
-        retriever = await stack.enter_async_context(
-            serving(RetrieverService(retriever_settings), retriever_settings)
-        )
-        async with create_channel(f"127.0.0.1:{retriever}") as ch:
-            documents = [
-                retriever_pb2.Document(source_id=n, filename=n, content=t.encode())
-                for n, t in DOCS.items()
-            ]
-            events = [
-                e
-                async for e in retriever_pb2_grpc.RetrieverServiceStub(ch).Ingest(
-                    retriever_pb2.IngestRequest(
-                        collection="docs", documents=documents, create_collection=True
-                    )
-                )
-            ]
-            assert events[-1].report.ingested == len(DOCS)
-        orchestrator_settings = OrchestratorSettings(
-            port=0,
-            embedder_addr=f"127.0.0.1:{embedder}",
-            retriever_addr=f"127.0.0.1:{retriever}",
-            reranker_addr=None,
-            dense_floor=-1.0,
-            anthropic_api_key=SecretStr("test-key"),
-            anthropic_base_url=llm.url,
-            llm_order="anthropic",
-            llm_timeout_s=5.0,
-            analysis_timeout_s=1.0,
-            agent_steps=2,  # every completion may call tools
-        )
-        orchestrator = await stack.enter_async_context(
-            serving(OrchestratorService(orchestrator_settings), orchestrator_settings)
-        )
-        app = create_app(
-            GatewaySettings(
-                orchestrator_addr=f"127.0.0.1:{orchestrator}",
-                retriever_addr=f"127.0.0.1:{retriever}",
-                default_collection="docs",
-            )
-        )
-        await stack.enter_async_context(app.router.lifespan_context(app))
         # the openai client is built on httpx2 (not httpx); its ASGI transport runs the
         # app in-process
         http = await stack.enter_async_context(

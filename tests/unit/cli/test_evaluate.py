@@ -9,21 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from groundwire_cli.evaluate import (
-    DatasetError,
-    ablation,
-    format_table,
-    is_dev,
-    limit_dataset,
-    load_beir,
+from groundwire_cli.evaluation.ablation import ablation, weight_candidates
+from groundwire_cli.evaluation.beir import DatasetError, is_dev, limit_dataset, load_beir
+from groundwire_cli.evaluation.metrics import (
     mean_metrics,
     paired_randomization_p,
     per_query_metrics,
     ranking_to_run,
-    weight_candidates,
-    write_chart,
 )
+from groundwire_cli.evaluation.report import format_table, write_chart
 from groundwire_core.clients.embedder import EmbedderInfo
+from groundwire_orchestrator.fusion import DEFAULT
 
 
 def _beir(root: Path, *, qrels_header: bool = True) -> Path:
@@ -205,6 +201,7 @@ def test_ablation_skips_sparse_without_the_output_and_rerank_without_a_model() -
         "sparse",
         "hybrid-rrf",
         "hybrid-weighted",
+        "product-default",
         "hybrid-rrf+rerank",
     ]
     assert "no learned sparse output" in configs["sparse"].skipped
@@ -213,6 +210,17 @@ def test_ablation_skips_sparse_without_the_output_and_rerank_without_a_model() -
     assert (
         not configs["hybrid-weighted"].skipped and configs["hybrid-weighted"].fusion == "weighted"
     )
+
+
+def test_the_product_default_row_is_the_orchestrators_default_fusion() -> None:
+    configs = {c.name: c for c in ablation(_info(frozenset({"dense"})), reranker_reason="")}
+    row = configs["product-default"]
+    assert (row.paths, row.fusion, dict(row.weights)) == (
+        ("dense", "bm25"),
+        DEFAULT.method,
+        dict(DEFAULT.weights),
+    )
+    assert DEFAULT.method == "weighted" and not row.skipped
 
 
 def test_ablation_uses_learned_sparse_when_the_model_has_it() -> None:

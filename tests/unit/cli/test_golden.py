@@ -4,12 +4,12 @@ corpus (its source ids exist, and it has every kind of case the issue asks for).
 from __future__ import annotations
 
 import argparse
-import socket
 from pathlib import Path
 
 import pytest
 
 from groundwire_cli import golden
+from groundwire_cli.cluster import free_port
 from groundwire_cli.golden import GoldenError, load_golden, parse_golden
 
 COMMITTED = Path(__file__).resolve().parents[3] / "evals" / "golden" / "sample-corpus.yaml"
@@ -100,9 +100,7 @@ def test_the_command_exits_2_on_a_bad_golden_file(
 def test_a_gateway_that_does_not_answer_stops_the_run_before_any_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with socket.socket() as s:  # a port nothing listens on once the socket closes
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it
     out = tmp_path / "answers.json"
     parser = argparse.ArgumentParser()
     golden.add_arguments(parser)

@@ -3,24 +3,18 @@ what to do, exit status 1, no traceback."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from groundwire_cli.__main__ import main
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])  # closed again when the socket goes
+from groundwire_cli.cluster import free_port
 
 
 def test_no_retriever_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "note.md"
     doc.write_text("# Note\n\nSomething worth finding.\n")
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(SystemExit) as exited:
         main(["ingest", str(doc), "--retriever", f"127.0.0.1:{port}"])
     assert exited.value.code == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from groundwire_cli.__main__ import main
+from groundwire_cli.cluster import free_port
 from groundwire_cli.lifecycle import STATE_NAME, down, running
 
 
@@ -54,9 +54,7 @@ def test_down_with_nothing_running_says_so(
 def test_chat_with_no_gateway_is_one_clear_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the socket goes
+    port = free_port()  # nothing listens on it
     monkeypatch.setenv("GROUNDWIRE_HOME", str(tmp_path))
     with pytest.raises(SystemExit) as exited:
         main(["chat", "anything?", "--gateway", f"http://127.0.0.1:{port}"])

@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from groundwire_cli.cluster import free_port
 from groundwire_core.context import current_request_id, request_scope, time_remaining
 from groundwire_core.errors import (
     BackendFailure,
@@ -231,19 +232,12 @@ async def test_a_passed_deadline_fails_before_the_call(
     assert service.servicer.seen_remaining == []
 
 
-def _free_port() -> int:
-    # serving() yields the port only after warm-up, so a test that probes during
-    # warm-up must choose the port itself.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_health_is_serving_only_after_start() -> None:
     warmed = asyncio.Event()
     service = FakeService(warmed)
-    settings = ServiceSettings(host="127.0.0.1", port=_free_port(), shutdown_grace_s=0.5)
+    # serving() yields the port only after warm-up: a test that probes during warm-up
+    # chooses the port itself
+    settings = ServiceSettings(host="127.0.0.1", port=free_port(), shutdown_grace_s=0.5)
     yielded = asyncio.Event()
     release = asyncio.Event()
 

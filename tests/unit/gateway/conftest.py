@@ -110,6 +110,8 @@ class FakeUpstream:
         self.script: list[models.AskEvent | BaseException] = default_script()
         self.delay_s = 0.0
         self.list_calls = 0
+        self.counted_lists = 0
+        """Listings that asked for counts (which count every chunk: admin only)."""
         self.health_calls = 0
         self.health_delay_s = 0.0
         self.search_llm_tokens = 0
@@ -193,8 +195,9 @@ class FakeUpstream:
         self.streams.append(stream)
         return stream
 
-    async def list_collections(self) -> list[models.CollectionOut]:
+    async def list_collections(self, *, counts: bool) -> list[models.CollectionOut]:
         self.list_calls += 1
+        self.counted_lists += counts
         return list(self.collections.values())
 
     async def describe_collection(self, name: str) -> models.CollectionOut:

@@ -176,6 +176,7 @@ async def test_known_collections_are_cached_briefly(make_client: Any, upstream: 
     for _ in range(3):
         assert (await uncached.post("/v1/chat", json=ASK)).status_code == 200
     assert upstream.list_calls == 4
+    assert upstream.counted_lists == 0  # the cheap listing: no chunk counted per request
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from groundwire_gateway.errors import (
 )
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
-from groundwire_gateway.routes import admin, chat, document_view, search, system
+from groundwire_gateway.routes import admin, chat, completions, document_view, search, system
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import GatewayState, UpstreamApi
 from groundwire_gateway.upstream import Upstream
@@ -290,7 +291,7 @@ def create_app(
         settings=settings,
         upstream=up,
         limiter=limits,
-        catalog=Catalog(up.list_collections, up.describe_collection, settings.collection_cache_s),
+        catalog=Catalog(partial(up.list_collections, counts=False), settings.collection_cache_s),
         auth=Authenticator(settings),
         metrics=metrics,
     )
@@ -362,6 +363,7 @@ def create_app(
         return JSONResponse(error_body("internal", "internal error"), status_code=500)
 
     app.include_router(chat.router(state))
+    app.include_router(completions.router(state))
     app.include_router(search.router(state))
     app.include_router(document_view.router(state))
     app.include_router(admin.router(state))

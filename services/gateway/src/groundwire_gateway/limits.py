@@ -1,5 +1,8 @@
 """Abuse and cost controls: rate limit, daily quota, token budget, chat slots.
 
+One idea at ~530 lines: one atomic admission decision, written twice on purpose (a
+Redis Lua script and its in-process twin, which must agree), plus Redis recovery.
+
 One admission decides all four, in this order, atomically, and consumes nothing
 unless every check passes (so a rejected request never counts against a quota):
 

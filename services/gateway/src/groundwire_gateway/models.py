@@ -1,5 +1,6 @@
 """Request and response bodies of the HTTP API (pydantic; the OpenAPI schema comes
-from here).
+from here). One idea at ~600 lines: the HTTP contract, kept in one module as the
+committed openapi.json is one document; it holds declarations only, no logic.
 
 Hard bounds that clients should see in the schema (messages per chat, characters
 per text part) are fixed here; the input token budget is a setting, checked by the
@@ -16,10 +17,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from groundwire.orchestrator.v1 import orchestrator_pb2
 from groundwire_core.urls import WEB_URL_PATTERN, is_web_url
 
 COLLECTION_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -61,6 +64,31 @@ CollectionName = Annotated[
 NOT_BLANK: dict[str, Any] = {"pattern": r"\S"}
 
 
+FUSION_METHODS = tuple(
+    name.removeprefix("FUSION_").lower()
+    for name, value in orchestrator_pb2.Fusion.items()
+    if value != orchestrator_pb2.FUSION_UNSPECIFIED
+)
+"""The fusion methods, named after the orchestrator's ``Fusion`` enum: a method added
+there is accepted here with no change."""
+
+
+def _known_fusion(name: str) -> str:
+    if name not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {name!r}; use one of {', '.join(FUSION_METHODS)}")
+    return name
+
+
+FusionMethod = Annotated[
+    str,
+    AfterValidator(_known_fusion),
+    WithJsonSchema({"type": "string", "enum": list(FUSION_METHODS)}),
+]
+FusionWeights = dict[
+    Literal["dense", "sparse", "bm25"], Annotated[float, Field(ge=0, allow_inf_nan=False)]
+]
+
+
 class SearchBody(_Strict):
     query: str = Field(
         min_length=1,
@@ -73,6 +101,17 @@ class SearchBody(_Strict):
     filters: Filters = Field(default_factory=list)
     rerank: bool = Field(True, description="Rerank with the cross-encoder when available.")
     reasons: bool = Field(False, description="Ask the LLM for a match reason per top result.")
+    fusion: FusionMethod | None = Field(
+        None,
+        description="How the retrieval paths' rankings are merged (rrf: reciprocal rank; "
+        "weighted: weighted min-max-normalised scores; the methods are the orchestrator's "
+        "Fusion enum); absent: the server's setting (weighted by default).",
+    )
+    fusion_weights: FusionWeights | None = Field(
+        None,
+        description="Per-path weights of weighted fusion (a path left out weighs 1.0); "
+        "absent: the server's setting (dense 0.4, bm25 0.6, sparse 0.3 by default).",
+    )
 
     @field_validator("query")
     @classmethod

@@ -2,6 +2,8 @@
 
 The only gateway module that touches protobuf messages: it converts them to the
 HTTP models, and AioRpcErrors to GroundwireErrors (through the shared mapper).
+One idea at ~500 lines: the gateway's one protobuf boundary (as qdrant-client keeps
+one conversion module), so every RPC's conversion stands here and nowhere else.
 """
 
 from __future__ import annotations
@@ -131,6 +133,15 @@ DRAIN_AFTER_DONE_S = 1.0
 """How long the end of an Ask call may take to arrive after its done event."""
 
 
+def fusion_to_proto(method: str | None) -> orchestrator_pb2.Fusion:
+    """The wire value of a ``SearchBody.fusion`` name (checked against the enum by the
+    model); None is UNSPECIFIED: the orchestrator's setting."""
+    if method is None:
+        return orchestrator_pb2.FUSION_UNSPECIFIED
+    value: orchestrator_pb2.Fusion = orchestrator_pb2.Fusion.Value(f"FUSION_{method.upper()}")
+    return value
+
+
 class AskStream:
     """One Ask call: iterate it for events (an error event raises its
     GroundwireError); ``cancel()`` cancels the gRPC call, which the orchestrator sees
@@ -216,6 +227,8 @@ class Upstream:
             ],
             rerank=body.rerank,
             reasons=body.reasons,
+            fusion=fusion_to_proto(body.fusion),
+            fusion_weights={str(path): w for path, w in (body.fusion_weights or {}).items()},
         )
         with rpc_errors("orchestrator"):
             reply = await self._orchestrator.Search(
@@ -269,10 +282,13 @@ class Upstream:
 
     # --- retriever -----------------------------------------------------------------------
 
-    async def list_collections(self) -> list[models.CollectionOut]:
+    async def list_collections(self, *, counts: bool) -> list[models.CollectionOut]:
+        """Every collection; ``counts`` fills chunks and sources, which count and facet
+        every chunk (an admin call: without it the counts are 0 and nothing is read)."""
         with rpc_errors("retriever"):
             reply = await self._retriever.ListCollections(
-                retriever_pb2.ListCollectionsRequest(), timeout=self._settings.request_timeout_s
+                retriever_pb2.ListCollectionsRequest(counts=counts),
+                timeout=self._settings.request_timeout_s,
             )
         return [_collection(c) for c in reply.collections]
 

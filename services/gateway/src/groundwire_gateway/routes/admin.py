@@ -94,7 +94,7 @@ def router(state: GatewayState) -> APIRouter:
     async def list_collections(
         admin: Annotated[Principal, Depends(caller)],
     ) -> models.CollectionList:
-        return models.CollectionList(collections=await state.upstream.list_collections())
+        return models.CollectionList(collections=await state.upstream.list_collections(counts=True))
 
     @api.get(
         "/collections/{name}",

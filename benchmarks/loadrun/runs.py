@@ -1,0 +1,301 @@
+"""The two runs of the load report: the concurrency sweep through the whole stack, and
+the model services' throughput alone."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loadrun.fake_llm import start_fake_llm
+from loadrun.inputs import CORPUS, build_tiny_reranker, ensure_minilm
+from loadrun.locust_step import run_locust
+from loadrun.machine import locust_version, machine
+from loadrun.report import STAGE_ORDER, format_table, format_throughput, write_chart
+from loadrun.throughput import measure_throughput
+from loadrun.warm_up import warm_up
+
+COLLECTION = "docs"
+FAST_MODEL = "fake-fast"
+STRONG_MODEL = "fake-strong"
+
+# The gateway's abuse and cost controls are off: the load comes from one address and
+# would be refused after 60 searches a minute. Everything else keeps its defaults.
+GATEWAY_LOAD_ENV = {
+    "GROUNDWIRE_GATEWAY_RATE_LIMIT_PER_MIN": "0",
+    "GROUNDWIRE_GATEWAY_SEARCH_RATE_LIMIT_PER_MIN": "0",
+    "GROUNDWIRE_GATEWAY_DAILY_QUOTA": "0",
+    "GROUNDWIRE_GATEWAY_ANONYMOUS_DAILY_QUOTA": "0",
+    "GROUNDWIRE_GATEWAY_TOKEN_BUDGET_PER_DAY": "0",
+    "GROUNDWIRE_GATEWAY_MAX_INFLIGHT_CHATS": "0",
+}
+
+
+@contextlib.contextmanager
+def run_directory(keep: Path | None) -> Iterator[Path]:
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    path = Path(tempfile.mkdtemp(prefix="gw-load-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep(args: argparse.Namespace) -> int:
+    import httpx
+
+    from groundwire_cli.cluster import ClusterError, LocalCluster
+    from groundwire_cli.ingest import find_documents, ingest_files
+    from groundwire_core.errors import GroundwireError
+
+    created = dt.datetime.now(dt.UTC)
+    name = args.name or f"load-{created:%Y-%m-%d}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    machine_at_start = machine()
+    with run_directory(args.run_dir) as run_dir:
+        model_dir = ensure_minilm(args.model_dir)
+        env = {
+            **GATEWAY_LOAD_ENV,
+            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_API_KEY": "fake",
+            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_FAST_MODEL": FAST_MODEL,
+            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG_MODEL,
+            "GROUNDWIRE_ORCHESTRATOR_LLM_ORDER": "anthropic",
+        }
+        reranker_dir: Path | None = None
+        if args.reranker == "tiny":
+            print("building the tiny random cross-encoder (mechanics only)", flush=True)
+            reranker_dir = build_tiny_reranker(run_dir)
+            env["GROUNDWIRE_RERANKER_MODEL_DIR"] = str(reranker_dir)
+            # a random model's scores mean nothing: keep what it scores
+            env["GROUNDWIRE_ORCHESTRATOR_RERANK_THRESHOLD"] = "0"
+        fake = start_fake_llm(
+            run_dir,
+            args.ttft_s,
+            args.token_delay_s,
+            args.answer_words,
+            args.answer_style == "quote",
+        )
+        env["GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL"] = fake.url
+        env.update(args.settings)
+        cluster = LocalCluster.with_free_ports(run_dir, model_dir, run_dir / "qdrant", env)
+        steps: list[dict[str, Any]] = []
+        throughput: dict[str, Any] | None = None
+        files: list[Path] = []
+        chunks = 0
+        ingest_s = 0.0
+        warm: dict[str, Any] = {}
+        try:
+            with cluster:
+                print(f"starting the cluster; logs in {run_dir / 'logs'}", flush=True)
+                cluster.start()
+                cluster.wait_ready(timeout_s=180)
+                files = find_documents([CORPUS])[: args.max_documents]
+                t0 = time.perf_counter()
+                totals = asyncio.run(
+                    ingest_files(cluster.addr("retriever"), COLLECTION, files, root=CORPUS)
+                )
+                ingest_s = time.perf_counter() - t0
+                chunks = totals.chunks_written
+                print(
+                    f"ingested {totals.ingested} documents, {totals.chunks_written} chunks "
+                    f"in {ingest_s:.1f} s",
+                    flush=True,
+                )
+                warm = warm_up(httpx, cluster.gateway_url)
+                print(
+                    f"warm-up: search {warm['search_ms']:.0f} ms, chat {warm['chat_ms']:.0f} ms "
+                    f"({warm['chat_mode']})",
+                    flush=True,
+                )
+                locust_env = {
+                    "GW_LOAD_SEARCH_WEIGHT": str(args.search_weight),
+                    "GW_LOAD_CHAT_WEIGHT": str(args.chat_weight),
+                    "GW_LOAD_WAIT_S": str(args.wait_s),
+                    "GW_LOAD_LISTWISE_SHARE": str(args.listwise_share),
+                    "GW_LOAD_COLLECTION": COLLECTION,
+                }
+                for i, users in enumerate(args.users):
+                    if i:
+                        time.sleep(args.cooldown_s)
+                    print(
+                        f"step {i + 1}/{len(args.users)}: {users} users for {args.duration_s:g} s",
+                        flush=True,
+                    )
+                    step = run_locust(
+                        cluster.gateway_url,
+                        users,
+                        args.duration_s,
+                        run_dir,
+                        locust_env,
+                        args.stop_timeout_s,
+                    )
+                    crashed = cluster.crashed()
+                    step["crashed_services"] = [n for n, _ in crashed]
+                    steps.append(step)
+                    print(
+                        f"  {step['requests']} requests, {step['requests_per_s']:.1f}/s, "
+                        f"{step['failures']} failed, {step['http_5xx']} 5xx, "
+                        f"{step['cut_at_stop']} cut at stop",
+                        flush=True,
+                    )
+                    if crashed:
+                        for n, code in crashed:
+                            print(
+                                f"error: {n} exited with code {code}:\n"
+                                f"{cluster.children[n].log_tail()}",
+                                file=sys.stderr,
+                            )
+                        break
+                if args.throughput and not cluster.crashed():
+                    print("measuring per-replica throughput of the model services", flush=True)
+                    throughput = asyncio.run(
+                        measure_throughput(
+                            cluster.addr("embedder"),
+                            cluster.addr("reranker") if reranker_dir else None,
+                            args.throughput_s,
+                            args.throughput_clients,
+                        )
+                    )
+        except (
+            ClusterError,
+            GroundwireError,
+            RuntimeError,
+            OSError,
+            subprocess.SubprocessError,
+        ) as error:
+            print(f"error: {error}", file=sys.stderr)
+            if not steps:
+                return 2
+        finally:
+            fake.stop()
+
+    report: dict[str, Any] = {
+        "name": name,
+        "created": created.isoformat(timespec="seconds"),
+        "machine": {
+            **machine_at_start,
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "note": args.note,
+        "config": {
+            "users": args.users,
+            "duration_s": args.duration_s,
+            "mix": {"search": args.search_weight, "chat": args.chat_weight},
+            "wait_s": args.wait_s,
+            "listwise_share": args.listwise_share,
+            "fake_llm": {
+                "ttft_s": args.ttft_s,
+                "token_delay_s": args.token_delay_s,
+                "answer_words": args.answer_words,
+                "answer_style": args.answer_style,
+            },
+            "embedder_model": str(model_dir.name),
+            "reranker_model": "tiny random BERT cross-encoder (mechanics only)"
+            if reranker_dir
+            else "none (rerank falls back to the fused order)",
+            "environment_overrides": {
+                k: v for k, v in env.items() if "API_KEY" not in k and "BASE_URL" not in k
+            },
+            "corpus": {"documents": len(files), "chunks": chunks, "ingest_s": round(ingest_s, 1)},
+            "warm_up": warm,
+        },
+        "stage_order": list(STAGE_ORDER),
+        "steps": steps,
+    }
+    report["machine"]["locust"] = locust_version()
+    if throughput is not None:
+        report["throughput"] = throughput
+    json_path = args.out / f"{name}.json"
+    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if not args.no_chart and steps:
+        write_chart(report, args.out / f"{name}.png")
+    print()
+    m = report["machine"]
+    print(
+        f"{m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB; load average at "
+        f"start {m['load_average_at_start'][0]}, at end {m['load_average_at_end'][0]}"
+    )
+    print(format_table(report))
+    if throughput:
+        print()
+        print(format_throughput(throughput))
+    print(f"\nreport: {json_path}" + ("" if args.no_chart else f" and {name}.png"))
+    clean = len(steps) == len(args.users) and all(
+        s["failures"] == 0
+        and s["http_5xx"] == 0
+        and s["cut_at_stop"] == 0
+        and not s["crashed_services"]
+        for s in steps
+    )
+    return 0 if clean else 1
+
+
+def throughput_only(args: argparse.Namespace) -> int:
+    """Only the model services (embedder, reranker) and their per-replica throughput."""
+    from groundwire_cli.cluster import LocalCluster
+
+    created = dt.datetime.now(dt.UTC)
+    name = args.name or f"load-{created:%Y-%m-%d}-throughput"
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = ("embedder", "reranker") if args.reranker == "tiny" else ("embedder",)
+    with run_directory(args.run_dir) as run_dir:
+        model_dir = ensure_minilm(args.model_dir)
+        env: dict[str, str] = {}
+        if args.reranker == "tiny":
+            print("building the tiny random cross-encoder (mechanics only)", flush=True)
+            env["GROUNDWIRE_RERANKER_MODEL_DIR"] = str(build_tiny_reranker(run_dir))
+        env.update(args.settings)
+        with LocalCluster.with_free_ports(run_dir, model_dir, run_dir / "qdrant", env) as cluster:
+            cluster.start(names)
+            cluster.wait_ready(timeout_s=180, names=names)
+            machine_before = machine()
+            throughput = asyncio.run(
+                measure_throughput(
+                    cluster.addr("embedder"),
+                    cluster.addr("reranker") if "reranker" in names else None,
+                    args.throughput_s,
+                    args.throughput_clients,
+                )
+            )
+    report = {
+        "name": name,
+        "created": created.isoformat(timespec="seconds"),
+        "machine": {
+            **machine_before,
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "note": args.note,
+        "config": {
+            "embedder_model": model_dir.name,
+            "reranker_model": (
+                "tiny random BERT cross-encoder (mechanics only)" if "reranker" in names else "none"
+            ),
+            "services": list(names),
+            "service_settings": "defaults",
+        },
+        "throughput": throughput,
+    }
+    path = args.out / f"{name}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    m = report["machine"]
+    print(
+        f"{m['cores']} cores ({m['cpu_model']}); load average at start "
+        f"{m['load_average_at_start'][0]}, at end {m['load_average_at_end'][0]}"
+    )
+    print(format_throughput(throughput))
+    print(f"\nreport: {path}")
+    return 0
