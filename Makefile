@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, build the offline model, run the local cluster, ingest, search
 #   make test   set up, lint, run every test
-.PHONY: setup system-deps model demo up install-cli test lint protos openapi clean
+.PHONY: setup system-deps model demo up install-cli test lint protos openapi docs clean
 
 VENV := .venv/bin
 MODEL := var/models/minilm
@@ -45,6 +45,10 @@ protos: setup
 
 openapi: setup
 	$(VENV)/python -m groundwire_gateway.openapi
+
+# docs/settings.md from the settings classes' descriptions (a test fails while it is stale)
+docs: setup
+	$(VENV)/python -m groundwire_cli.settings_doc
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

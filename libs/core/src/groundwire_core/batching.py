@@ -1,6 +1,8 @@
 """A bounded queue in front of one model, batched by a token budget, run as a pipeline.
 
 Shared by the embedder (texts) and the reranker (query-passage pairs). No gRPC here.
+One idea at ~500 lines: the queue, the former and the runner share one lock-free
+hand-off and one set of budgets; split apart, each would need the others' internals.
 
 Requests join a bounded queue (full -> Overloaded at once, with a retry-after). Two
 tasks drain it as a three-step pipeline over two dedicated worker threads:

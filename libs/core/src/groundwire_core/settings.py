@@ -47,7 +47,8 @@ class ServiceSettings(BaseSettings):
         5.0,
         ge=0,
         description="Seconds between re-runs of the service's dependency check after "
-        "warm-up. While it fails, the service's own gRPC health name (e.g. "
+        "warm-up (the dependencies it cannot do without: today the retriever's Qdrant "
+        "server or data folder). While it fails, the service's own gRPC health name (e.g. "
         "groundwire.retriever.v1.RetrieverService: readiness) is NOT_SERVING and the "
         'process-wide "" name (liveness) stays SERVING; 0 = never re-checked.',
     )

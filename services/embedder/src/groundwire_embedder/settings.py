@@ -48,5 +48,6 @@ class EmbedderSettings(ModelServiceSettings):
     max_queue: int = Field(
         64,
         ge=1,
-        description="Requests waiting at most; beyond it Embed answers RESOURCE_EXHAUSTED.",
+        description="Requests waiting at most; beyond it Embed answers RESOURCE_EXHAUSTED "
+        "with a retry-after at once.",
     )
