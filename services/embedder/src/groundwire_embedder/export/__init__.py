@@ -7,6 +7,7 @@ embedder serves with ``groundwire_embedder.models.OnnxEncoder``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,23 @@ class BuildReport:
     int8: bool
     int8_cosine_mean: float | None  # int8 vs fp32 dense cosine on sample sentences
     int8_cosine_min: float | None
+
+    @classmethod
+    def finished(
+        cls,
+        profile: str,
+        out_dir: Path,
+        started: float,
+        log: Callable[[str], None],
+        *,
+        max_abs_diff: float,
+        int8: bool,
+        cosine: tuple[float | None, float | None],
+    ) -> BuildReport:
+        """The report of a build that began at ``started`` (perf_counter), logged."""
+        seconds = time.perf_counter() - started
+        log(f"built {profile} into {out_dir} in {seconds:.1f}s")
+        return cls(profile, out_dir, seconds, max_abs_diff, int8, cosine[0], cosine[1])
 
 
 # Imported after BuildReport/staging_dir, which the profile modules import from here.

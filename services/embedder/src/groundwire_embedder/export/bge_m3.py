@@ -198,16 +198,14 @@ def build_bge_m3(
             )
             log(f"int8 vs fp32 ColBERT cosine: mean {colbert_mean:.4f}, min {colbert_min:.4f}")
 
-    seconds = time.perf_counter() - started
-    log(f"built {PROFILE} into {out_dir} in {seconds:.1f}s")
-    return BuildReport(
-        profile=PROFILE,
-        out_dir=out_dir,
-        seconds=seconds,
-        max_abs_diff_vs_torch=max_abs_diff,
+    return BuildReport.finished(
+        PROFILE,
+        out_dir,
+        started,
+        log,
+        max_abs_diff=max_abs_diff,
         int8=int8,
-        int8_cosine_mean=cos_mean,
-        int8_cosine_min=cos_min,
+        cosine=(cos_mean, cos_min),
     )
 
 
