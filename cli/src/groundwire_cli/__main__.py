@@ -240,8 +240,8 @@ def cmd_models_build(args: argparse.Namespace) -> int:
         return 2
     home = config_cli.groundwire_home(user_environment())
     out = args.out or home / "models" / args.profile
-    report = build(args.profile, out, int8=args.int8, source=args.source)  # type: ignore[operator]
-    print(f"built {report.profile} into {report.out_dir} in {report.seconds:.1f}s")
+    # the build logs its steps and its last line, "built PROFILE into DIR in Ns"
+    build(args.profile, out, int8=args.int8, source=args.source)  # type: ignore[operator]
     return 0
 
 

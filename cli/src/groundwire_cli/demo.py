@@ -129,6 +129,24 @@ def unverified(outcome: ChatOutcome) -> list[str]:
     ]
 
 
+def answer_lines(answer: str, width: int) -> list[str]:
+    """The answer wrapped to ``width``, its own line breaks kept: a quoted list item or
+    code block stays on lines of its own; lines of a fenced block are never wrapped."""
+    lines: list[str] = []
+    in_fence = False
+    for raw in answer.splitlines():
+        if raw.lstrip().startswith("```"):
+            in_fence = not in_fence
+            lines.append(raw)
+        elif in_fence or not raw.strip():
+            lines.append(raw)
+        else:
+            lines.extend(textwrap.wrap(raw, width=width, break_on_hyphens=False))
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
 def print_answer(question: str, outcome: ChatOutcome) -> None:
     """The answer, its citations and sources, the mode and the stages, as the demo
     prints them."""
@@ -140,7 +158,7 @@ def print_answer(question: str, outcome: ChatOutcome) -> None:
     mode = outcome.mode or "unspecified"
     print(f"  mode: {MODE_LABELS.get(mode, mode.upper())}")
     print("  answer:")
-    for line in textwrap.wrap(outcome.answer, width=92, break_on_hyphens=False) or ["(empty)"]:
+    for line in answer_lines(outcome.answer, width=92) or ["(empty)"]:
         print(f"    {line}")
     if outcome.cited:
         print("  cited sources:")
