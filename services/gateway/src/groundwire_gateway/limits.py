@@ -377,10 +377,11 @@ class Limiter:
                 # An idle connection is PINGed before use, and a call that fails on a
                 # broken connection is retried once on a fresh one: after a Redis
                 # restart every pooled connection is broken, and each would otherwise
-                # flip the replica to its local counters.
+                # flip the replica to its local counters. Not on a timeout: the script
+                # may have run, and running it again would count the request twice.
                 health_check_interval=s.redis_health_check_s,
                 retry=Retry(ExponentialBackoff(cap=s.redis_timeout_s, base=0.01), retries=1),
-                retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError],
+                retry_on_error=[redis_errors.ConnectionError],
             )
             self._redis = Redis(connection_pool=pool)
             self._remote = RedisCounters(self._redis, s.redis_key_prefix)

@@ -11,11 +11,11 @@ key and the same search rate and quota.
 
 from html import escape
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import HTMLResponse
 
+from groundwire_core.urls import is_web_url
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.limits import is_anonymous
@@ -36,17 +36,11 @@ _JSON_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _safe_url(url: str) -> str | None:
-    """The URL when it is an absolute http(s) URL (a link may not run script)."""
-    parts = urlsplit(url)
-    return url if parts.scheme in ("http", "https") and parts.netloc else None
-
-
 def render_document(doc: models.StoredDocument, cited: str = "") -> str:
     """The HTML page of a stored source; ``cited`` is the chunk id to mark. Every
     value from the store is escaped."""
     title = doc.title or doc.source_id
-    link = _safe_url(doc.url)
+    link = doc.url if is_web_url(doc.url) else None
     meta = [f"<code>{escape(doc.source_id)}</code>"]
     if doc.doc_type:
         meta.append(escape(doc.doc_type))
