@@ -55,6 +55,7 @@ from groundwire_orchestrator.stages.screening import screen
 from groundwire_orchestrator.text.passages import PassageVectors, Vector, cosine
 from groundwire_orchestrator.text.quotes import closes, fence_of, is_marker_line, remove_markers
 from groundwire_orchestrator.text.sentences import (
+    LIST_MARK,
     chunk_body,
     content_words,
     marker_numbers,
@@ -153,7 +154,6 @@ def _chunk_units(cand: Candidate) -> list[str]:
     return [*units, whole] if whole else units
 
 
-_LIST_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 
 
 def is_quote(quote: str, cand: Candidate) -> bool:
@@ -167,7 +167,7 @@ def is_quote(quote: str, cand: Candidate) -> bool:
     flat = " ".join(quote.split())
     if flat in chunk:
         return True
-    bare = _LIST_MARK.sub("", flat).rstrip(".!?;:")
+    bare = LIST_MARK.sub("", flat).rstrip(".!?;:")
     return bool(bare) and bare in chunk
 
 

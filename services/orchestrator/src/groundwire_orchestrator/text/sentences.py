@@ -18,7 +18,8 @@ MARKER = re.compile(r"\[\s*(\d{1,4}(?:\s*,\s*\d{1,4})*)\s*\]")
 _BOUNDARY = re.compile(
     r"[.!?]+[\"'\u2019\u201d)]*(?:\s*\[\s*\d{1,4}(?:\s*,\s*\d{1,4})*\s*\])*(?=\s|$)"
 )
-_LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
+LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
+"""A list item's bullet or number, with the space after it."""
 # emphasis marks and code ticks, but not the underscores inside LOG_JSON or snake_case
 _EMPHASIS = re.compile(r"`+|(?<!\w)[*_]{1,3}|[*_]{1,3}(?!\w)")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
@@ -46,7 +47,7 @@ def split_sentences(text: str) -> list[str]:
         if not line:
             continue
         start = 0
-        item = _LIST_MARK.match(line)
+        item = LIST_MARK.match(line)
         for match in _BOUNDARY.finditer(line, item.end() if item else 0):
             piece = line[start : match.end()].strip()
             if piece:
@@ -73,9 +74,9 @@ def prose_sentences(text: str) -> list[str]:
         if fenced or not stripped or stripped.startswith(("#", "|", ">")):
             lines.append("")
             continue
-        if _LIST_MARK.match(stripped):
+        if LIST_MARK.match(stripped):
             lines.append("")
-            stripped = _LIST_MARK.sub("", stripped)
+            stripped = LIST_MARK.sub("", stripped)
         lines.append(stripped)
     paragraphs = "\n".join(" ".join(p.split("\n")) for p in "\n".join(lines).split("\n\n"))
     out = [strip_markers(s) for s in split_sentences(paragraphs)]
@@ -90,7 +91,7 @@ def marker_numbers(text: str) -> list[int]:
 def strip_markers(text: str) -> str:
     """``text`` without citation markers or list/emphasis markup, whitespace collapsed."""
     text = MARKER.sub("", text)
-    text = _LIST_MARK.sub("", text.strip())
+    text = LIST_MARK.sub("", text.strip())
     text = _EMPHASIS.sub("", text)
     text = re.sub(r"\s+([.,;:!?])", r"\1", text)
     return " ".join(text.split())
