@@ -40,7 +40,6 @@ from groundwire_cli.evaluation import command as evaluate
 from groundwire_cli.ingest import SUFFIXES, default_root, find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
-DEFAULT_RETRIEVER = "127.0.0.1:50053"
 DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 
 
@@ -177,7 +176,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"not read ({_kinds(left_out)}); supported formats: {', '.join(SUFFIXES)}",
             file=sys.stderr,
         )
-    retriever = args.retriever or lifecycle.running_addr("retriever", DEFAULT_RETRIEVER)
+    retriever = args.retriever or lifecycle.running_addr("retriever", lifecycle.DEFAULT_RETRIEVER)
     root = args.root or default_root(args.paths)  # never the working directory
     return _ingest(
         retriever,
@@ -339,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--retriever",
         default=None,
         help=f"retriever gRPC address (default: the one `groundwire up` runs, else "
-        f"{DEFAULT_RETRIEVER})",
+        f"{lifecycle.DEFAULT_RETRIEVER})",
     )
     ingest.add_argument(
         "--root",

@@ -67,6 +67,10 @@ def running(run_dir: Path) -> RunningCluster | None:
     return state
 
 
+DEFAULT_RETRIEVER = "127.0.0.1:50053"
+"""Where a retriever listens when no `groundwire up` state says otherwise."""
+
+
 def running_addr(service: str, default: str) -> str:
     """The address of ``service`` in the cluster `groundwire up` runs (up.json in
     GROUNDWIRE_HOME's run/), else ``default``."""

@@ -20,7 +20,6 @@ from groundwire_cli import lifecycle
 from groundwire_core.errors import Unavailable
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
-DEFAULT_RETRIEVER = "127.0.0.1:50053"
 PAGE = 500
 
 
@@ -96,13 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--retriever",
         default=None,
         help=f"retriever gRPC address (default: the one `groundwire up` runs, else "
-        f"{DEFAULT_RETRIEVER})",
+        f"{lifecycle.DEFAULT_RETRIEVER})",
     )
     parser.add_argument("--json", action="store_true", help="one JSON array, every field")
 
 
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    addr = args.retriever or lifecycle.running_addr("retriever", DEFAULT_RETRIEVER)
+    addr = args.retriever or lifecycle.running_addr("retriever", lifecycle.DEFAULT_RETRIEVER)
     try:
         rows = asyncio.run(list_sources(addr, args.collection))
     except Unavailable as error:

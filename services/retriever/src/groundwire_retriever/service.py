@@ -260,7 +260,6 @@ class RetrieverCore:
         except GroundwireError as error:
             if not create or error.code != "not_found":
                 raise
-            missing = True
             # A full re-index builds on the collection; otherwise it is created with the
             # first document that is written, so a batch whose every document is
             # skipped leaves no empty collection behind.

@@ -492,12 +492,13 @@ class EdgeEngine:
         shard = self._shard(generation)
         action = f"write to {self._label(generation)}"
         # all of it up front (nothing half-written for want of room), then each batch
-        # again: other writers share the disk
-        self._disk.require(disk.estimated_bytes(points), action)
-        for start in range(0, len(points), _UPSERT_BATCH):
-            chunk = points[start : start + _UPSERT_BATCH]
-            if start:
-                self._disk.require(disk.estimated_bytes(chunk), action)
+        # again: other writers share the disk. Each batch is sized once.
+        batches = [points[i : i + _UPSERT_BATCH] for i in range(0, len(points), _UPSERT_BATCH)]
+        sizes = [disk.estimated_bytes(b) for b in batches]
+        self._disk.require(sum(sizes), action)
+        for n, (chunk, size) in enumerate(zip(batches, sizes, strict=True)):
+            if n:
+                self._disk.require(size, action)
             try:
                 batch = [self._point(p) for p in chunk]
                 shard.update(qe.UpdateOperation.upsert_points(batch))
