@@ -193,8 +193,11 @@ class ExtractiveAnswerStage:
         query_words = content_words(inp.query)
         lexical = [overlap(query_words, content_words(c.scored)) for c in candidates]
         if len(candidates) > self._max_embedded:
-            # only the units sharing most words with the query are embedded (cost)
-            keep = sorted(range(len(candidates)), key=lambda i: (-lexical[i], i))
+            # only the units sharing most words with the query are embedded (cost);
+            # flagged ones last, since they are never quoted
+            keep = sorted(
+                range(len(candidates)), key=lambda i: (candidates[i].flagged, -lexical[i], i)
+            )
             keep = sorted(keep[: self._max_embedded])
             candidates = [candidates[i] for i in keep]
             lexical = [lexical[i] for i in keep]
