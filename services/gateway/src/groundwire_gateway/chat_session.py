@@ -59,11 +59,15 @@ class Answer:
 class ChatSession:
     """One admitted chat: its Ask stream, its ticket, and how it ends."""
 
-    def __init__(self, state: GatewayState, stream: EventStream, ticket: Ticket) -> None:
+    def __init__(
+        self, state: GatewayState, stream: EventStream, ticket: Ticket, prompt_tokens: int = 0
+    ) -> None:
         self.state = state
         self.stream = stream
         self.events = aiter(stream)
         self.ticket = ticket
+        self.prompt_tokens = prompt_tokens
+        """The input's approximate tokens, as charged at admission."""
         self.answer = Answer()
         self.ended = False
 
@@ -154,7 +158,7 @@ async def start_chat(
         with anyio.CancelScope(shield=True):
             await state.limiter.release(ticket)
         raise
-    chat = ChatSession(state, stream, ticket)
+    chat = ChatSession(state, stream, ticket, tokens)
     return chat, await chat.first()
 
 

@@ -21,7 +21,6 @@ from groundwire_gateway.chat_session import (
     SSE_PING_S,
     SSE_SEPARATOR,
     ChatSession,
-    approx_prompt_tokens,
     error_event,
     internal_error,
     start_chat,
@@ -94,7 +93,7 @@ def router(state: GatewayState) -> APIRouter:
         )
         created = int(time.time())
         ident = f"chatcmpl-{current_request_id()}"
-        prompt_tokens = approx_prompt_tokens(conversation, instructions)
+        prompt_tokens = chat.prompt_tokens  # counted once, at admission
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return EventSourceResponse(
