@@ -146,14 +146,11 @@ def cited_sentences(text: str) -> list[CitedSentence]:
     return out
 
 
-
 def _chunk_units(cand: Candidate) -> list[str]:
     body = chunk_body(cand)
     units = [u for u in prose_sentences(body) if len(u) >= 3]
     whole = " ".join(body.split())
     return [*units, whole] if whole else units
-
-
 
 
 def is_quote(quote: str, cand: Candidate) -> bool:
