@@ -89,6 +89,9 @@ class NumberedSource:
 class Verification(enum.Enum):
     SUPPORTED = "supported"
     UNSUPPORTED = "unsupported"
+    """The passage does not address the claim (or its support is under the threshold)."""
+    CONTRADICTED = "contradicted"
+    """The passage states the opposite (entailment model or LLM judge only)."""
     UNCHECKED = "unchecked"
     """The support check could not run (e.g. the embedder was down)."""
 
