@@ -90,6 +90,20 @@ class Cancelled(GroundwireError):
     code = "cancelled"
 
 
+class Unauthenticated(GroundwireError):
+    """The caller's credential (API key, end-user token, service token) is missing,
+    expired or not valid. The message says which check failed, never the credential."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(GroundwireError):
+    """The caller is known but may not do this (a role or an access list refuses it).
+    The message names nothing the caller may not see."""
+
+    code = "permission_denied"
+
+
 ERRORS_BY_CODE: dict[str, type[GroundwireError]] = {
     cls.code: cls
     for cls in (
@@ -103,5 +117,7 @@ ERRORS_BY_CODE: dict[str, type[GroundwireError]] = {
         DeadlineExceeded,
         BackendFailure,
         Cancelled,
+        Unauthenticated,
+        PermissionDenied,
     )
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -51,6 +51,16 @@ class ServiceSettings(BaseSettings):
         "server or data folder). While it fails, the service's own gRPC health name (e.g. "
         "groundwire.retriever.v1.RetrieverService: readiness) is NOT_SERVING and the "
         'process-wide "" name (liveness) stays SERVING; 0 = never re-checked.',
+    )
+    service_token: SecretStr | None = Field(
+        None,
+        # one name for every service (no service prefix): peers must share it
+        validation_alias=AliasChoices("GROUNDWIRE_SERVICE_TOKEN"),
+        description="GROUNDWIRE_SERVICE_TOKEN (the same name in every service): the shared "
+        "token every gRPC call between services carries (authorization: Bearer <token>); "
+        "with it set, a call without it is refused UNAUTHENTICATED (health checks "
+        "excepted). Unset = any caller that reaches a port is served (a warning at start). "
+        "`groundwire up` generates one per run.",
     )
     ready_file: str | None = Field(
         None,

@@ -20,6 +20,7 @@ class EmbedderInfo:
     dense_dims: int
     max_tokens: int
     outputs: frozenset[str]
+    multi_vector_dims: int = 0  # width of each ColBERT vector; 0 = none
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class EmbedderClient:
             dense_dims=reply.dense_dims,
             max_tokens=reply.max_tokens,
             outputs=frozenset(_NAMES[o] for o in reply.outputs if o in _NAMES),
+            multi_vector_dims=reply.multi_vector_dims,
         )
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -15,6 +15,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from groundwire_core.grpc.errors import from_rpc_error
 from groundwire_core.grpc.interceptors import ClientContextInterceptor
 from groundwire_core.grpc.server import MAX_MESSAGE_BYTES
+from groundwire_core.grpc.service_auth import client_interceptors, process_token
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -50,8 +51,10 @@ class _StreamContextInterceptor(grpc.aio.UnaryStreamClientInterceptor):
         return await self._inner.intercept_unary_stream(continuation, client_call_details, request)
 
 
-def create_channel(target: str) -> grpc.aio.Channel:
-    """An insecure channel to ``target`` carrying request ids, deadlines and traces.
+def create_channel(target: str, service_token: str | None = None) -> grpc.aio.Channel:
+    """An insecure channel to ``target`` carrying request ids, deadlines and traces,
+    and the service token (``service_token``, else the process's: see
+    ``service_auth.set_process_token``) on every call.
 
     ``dns:///host:port`` targets resolve every address, and round-robin spreads calls
     across them (a headless Kubernetes Service gives one address per replica).
@@ -60,6 +63,7 @@ def create_channel(target: str) -> grpc.aio.Channel:
         *aio_client_interceptors(),
         ClientContextInterceptor(),
         _StreamContextInterceptor(),
+        *client_interceptors(service_token or process_token()),
     ]
     return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
 

@@ -21,6 +21,8 @@ from groundwire_core.errors import (
     InvalidInput,
     NotFound,
     Overloaded,
+    PermissionDenied,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -37,6 +39,8 @@ STATUS_BY_ERROR: dict[type[GroundwireError], grpc.StatusCode] = {
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     BackendFailure: grpc.StatusCode.INTERNAL,
     Cancelled: grpc.StatusCode.CANCELLED,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     GroundwireError: grpc.StatusCode.INTERNAL,
 }
 
@@ -50,6 +54,8 @@ ERROR_BY_STATUS: dict[grpc.StatusCode, type[GroundwireError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.UNIMPLEMENTED: BackendFailure,
 }
 

@@ -8,7 +8,8 @@ not parse (corrupt wire format, invalid UTF-8 in a string field) is INVALID_ARGU
 not grpc's UNKNOWN with the parser's exception text.
 
 Client side (:class:`ClientContextInterceptor`): every outgoing call carries the
-current request id and a timeout no later than the caller's own deadline.
+current request id, the caller's identity (``groundwire_core.identity``) and a timeout
+no later than the caller's own deadline.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from groundwire_core.context import (
 )
 from groundwire_core.errors import DeadlineExceeded, GroundwireError, InvalidInput
 from groundwire_core.grpc.errors import to_status
+from groundwire_core.identity import METADATA_KEYS, Identity, current_identity, identity_scope
 
 log = logging.getLogger("groundwire.rpc")
 
@@ -140,7 +142,8 @@ class ServerRuntimeInterceptor(grpc.aio.ServerInterceptor):
 async def _rpc_scope(method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """One RPC: the caller's request id and deadline, its log line, its error mapping."""
     rid = _metadata_value(context, REQUEST_ID_HEADER)
-    with request_scope(rid, context.time_remaining()):
+    identity = Identity.from_metadata(context.invocation_metadata())
+    with request_scope(rid, context.time_remaining()), identity_scope(identity):
         started = time.perf_counter()
         outcome = "OK"
         try:
@@ -171,6 +174,10 @@ def _with_context(details: ClientCallDetails) -> ClientCallDetails:
     # Outside a request scope there is no id to pass on; the server makes one.
     if rid != NO_REQUEST_ID and not any(k == REQUEST_ID_HEADER for k, _ in metadata):
         metadata.append((REQUEST_ID_HEADER, rid))
+    # The caller's identity travels like the request id; an explicit copy wins.
+    identity = current_identity()
+    if identity is not None and not any(k in METADATA_KEYS for k, _ in metadata):
+        metadata.extend(identity.to_metadata())
     return ClientCallDetails(
         details.method,
         timeout,

@@ -35,6 +35,7 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from groundwire_core.errors import GroundwireError
 from groundwire_core.grpc.interceptors import ServerRuntimeInterceptor
 from groundwire_core.grpc.observability import ServerObservabilityInterceptor
+from groundwire_core.grpc.service_auth import server_interceptors, set_process_token
 from groundwire_core.metrics import MetricsServer, serve_metrics
 from groundwire_core.settings import ServiceSettings
 
@@ -97,7 +98,13 @@ class RunningServer:
 
 
 def create_server(service: GrpcService, settings: ServiceSettings) -> RunningServer:
-    """Builds (does not start) the server for ``service``; health starts NOT_SERVING."""
+    """Builds (does not start) the server for ``service``; health starts NOT_SERVING.
+
+    With ``settings.service_token`` set, every call but health must carry it (see
+    ``service_auth``), and the channels this process opens attach it."""
+    token = settings.service_token.get_secret_value() if settings.service_token else None
+    if token:  # unset keeps what the process has (a test may run several services)
+        set_process_token(token)
     server = grpc.aio.server(
         # Health is not traced: the OTel interceptor assumes async-generator streams,
         # and grpc's health Watch writes through context.write() instead. The metrics
@@ -107,6 +114,9 @@ def create_server(service: GrpcService, settings: ServiceSettings) -> RunningSer
             aio_server_interceptor(filter_=_traced),
             ServerObservabilityInterceptor(),
             ServerRuntimeInterceptor(),
+            # innermost of the runtime ones but before any handler: a refused call
+            # is still traced, counted and logged like any other
+            *server_interceptors(token, service.name),
         ],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

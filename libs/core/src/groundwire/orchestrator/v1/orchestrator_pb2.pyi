@@ -20,6 +20,7 @@ class VerificationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERIFICATION_STATUS_SUPPORTED: _ClassVar[VerificationStatus]
     VERIFICATION_STATUS_UNSUPPORTED: _ClassVar[VerificationStatus]
     VERIFICATION_STATUS_UNCHECKED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_CONTRADICTED: _ClassVar[VerificationStatus]
 
 class AnswerMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -27,6 +28,12 @@ class AnswerMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ANSWER_MODE_GENERATED: _ClassVar[AnswerMode]
     ANSWER_MODE_EXTRACTIVE: _ClassVar[AnswerMode]
     ANSWER_MODE_DECLINED: _ClassVar[AnswerMode]
+
+class GroupBy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GROUP_BY_UNSPECIFIED: _ClassVar[GroupBy]
+    GROUP_BY_CHUNK: _ClassVar[GroupBy]
+    GROUP_BY_DOCUMENT: _ClassVar[GroupBy]
 
 class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,10 +54,14 @@ VERIFICATION_STATUS_UNSPECIFIED: VerificationStatus
 VERIFICATION_STATUS_SUPPORTED: VerificationStatus
 VERIFICATION_STATUS_UNSUPPORTED: VerificationStatus
 VERIFICATION_STATUS_UNCHECKED: VerificationStatus
+VERIFICATION_STATUS_CONTRADICTED: VerificationStatus
 ANSWER_MODE_UNSPECIFIED: AnswerMode
 ANSWER_MODE_GENERATED: AnswerMode
 ANSWER_MODE_EXTRACTIVE: AnswerMode
 ANSWER_MODE_DECLINED: AnswerMode
+GROUP_BY_UNSPECIFIED: GroupBy
+GROUP_BY_CHUNK: GroupBy
+GROUP_BY_DOCUMENT: GroupBy
 FUSION_UNSPECIFIED: Fusion
 FUSION_RRF: Fusion
 FUSION_WEIGHTED: Fusion
@@ -92,7 +103,7 @@ class AskRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., listwise_rerank: _Optional[bool] = ..., max_agent_steps: _Optional[int] = ..., instructions: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
-    __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged")
+    __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged", "matching_chunks", "other_headings")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +114,8 @@ class Source(_message.Message):
     SCORE_FIELD_NUMBER: _ClassVar[int]
     MATCH_REASON_FIELD_NUMBER: _ClassVar[int]
     INJECTION_FLAGGED_FIELD_NUMBER: _ClassVar[int]
+    MATCHING_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    OTHER_HEADINGS_FIELD_NUMBER: _ClassVar[int]
     number: int
     chunk_id: str
     source_id: str
@@ -113,7 +126,9 @@ class Source(_message.Message):
     score: float
     match_reason: str
     injection_flagged: bool
-    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., source_id: _Optional[str] = ..., title: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., match_reason: _Optional[str] = ..., injection_flagged: _Optional[bool] = ...) -> None: ...
+    matching_chunks: int
+    other_headings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., source_id: _Optional[str] = ..., title: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., match_reason: _Optional[str] = ..., injection_flagged: _Optional[bool] = ..., matching_chunks: _Optional[int] = ..., other_headings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RetrievalEvent(_message.Message):
     __slots__ = ("sources",)
@@ -133,25 +148,59 @@ class ResetEvent(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class Span(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
 class Citation(_message.Message):
-    __slots__ = ("number", "sentence", "status", "support")
+    __slots__ = ("number", "sentence", "status", "support", "method", "contradiction", "answer_span", "source_span", "reason", "chunk_span")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     SENTENCE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTION_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_SPAN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SPAN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SPAN_FIELD_NUMBER: _ClassVar[int]
     number: int
     sentence: str
     status: VerificationStatus
     support: float
-    def __init__(self, number: _Optional[int] = ..., sentence: _Optional[str] = ..., status: _Optional[_Union[VerificationStatus, str]] = ..., support: _Optional[float] = ...) -> None: ...
+    method: str
+    contradiction: float
+    answer_span: Span
+    source_span: Span
+    reason: str
+    chunk_span: Span
+    def __init__(self, number: _Optional[int] = ..., sentence: _Optional[str] = ..., status: _Optional[_Union[VerificationStatus, str]] = ..., support: _Optional[float] = ..., method: _Optional[str] = ..., contradiction: _Optional[float] = ..., answer_span: _Optional[_Union[Span, _Mapping]] = ..., source_span: _Optional[_Union[Span, _Mapping]] = ..., reason: _Optional[str] = ..., chunk_span: _Optional[_Union[Span, _Mapping]] = ...) -> None: ...
+
+class Withheld(_message.Message):
+    __slots__ = ("sentence", "numbers", "status", "reason")
+    SENTENCE_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    sentence: str
+    numbers: _containers.RepeatedScalarFieldContainer[int]
+    status: VerificationStatus
+    reason: str
+    def __init__(self, sentence: _Optional[str] = ..., numbers: _Optional[_Iterable[int]] = ..., status: _Optional[_Union[VerificationStatus, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CitationsEvent(_message.Message):
-    __slots__ = ("sources", "citations")
+    __slots__ = ("sources", "citations", "withheld")
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_FIELD_NUMBER: _ClassVar[int]
     sources: _containers.RepeatedCompositeFieldContainer[Source]
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
-    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ...) -> None: ...
+    withheld: _containers.RepeatedCompositeFieldContainer[Withheld]
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., withheld: _Optional[_Iterable[_Union[Withheld, _Mapping]]] = ...) -> None: ...
 
 class StagesEvent(_message.Message):
     __slots__ = ("stages",)
@@ -188,7 +237,7 @@ class AskEvent(_message.Message):
     def __init__(self, retrieval: _Optional[_Union[RetrievalEvent, _Mapping]] = ..., delta: _Optional[_Union[DeltaEvent, _Mapping]] = ..., reset: _Optional[_Union[ResetEvent, _Mapping]] = ..., citations: _Optional[_Union[CitationsEvent, _Mapping]] = ..., stages: _Optional[_Union[StagesEvent, _Mapping]] = ..., done: _Optional[_Union[DoneEvent, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query", "limit", "filters", "rerank", "reasons", "fusion", "fusion_weights")
+    __slots__ = ("collection", "query", "limit", "filters", "rerank", "reasons", "fusion", "fusion_weights", "group_by")
     class FusionWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +253,7 @@ class SearchRequest(_message.Message):
     REASONS_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
     FUSION_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     limit: int
@@ -212,7 +262,8 @@ class SearchRequest(_message.Message):
     reasons: bool
     fusion: Fusion
     fusion_weights: _containers.ScalarMap[str, float]
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., fusion_weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    group_by: GroupBy
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., rerank: _Optional[bool] = ..., reasons: _Optional[bool] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., fusion_weights: _Optional[_Mapping[str, float]] = ..., group_by: _Optional[_Union[GroupBy, str]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "stages", "llm_usage")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from groundwire.common.v1 import common_pb2 as groundwire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%groundwire/reranker/v1/reranker.proto\x12\x16groundwire.reranker.v1\x1a!groundwire/common/v1/common.proto\"e\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\x12\r\n\x05top_n\x18\x03 \x01(\r\x12\x16\n\tthreshold\x18\x04 \x01(\x02H\x00\x88\x01\x01\x42\x0c\n\n_threshold\",\n\x0cRerankResult\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\"\x8b\x01\n\x0eRerankResponse\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.groundwire.reranker.v1.RerankResult\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\r\x12,\n\x06timing\x18\x03 \x01(\x0b\x32\x1c.groundwire.common.v1.Timing\"\r\n\x0bInfoRequest\"\xb0\x01\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0f\n\x07profile\x18\x02 \x01(\t\x12\x12\n\nmax_tokens\x18\x03 \x01(\r\x12\r\n\x05ready\x18\x04 \x01(\x08\x12\x1a\n\x12max_batch_passages\x18\x05 \x01(\r\x12\x13\n\x0bqueue_depth\x18\x06 \x01(\r\x12\x16\n\x0ems_per_passage\x18\x07 \x01(\x01\x12\x11\n\tquantized\x18\x08 \x01(\x08\x32\xbd\x01\n\x0fRerankerService\x12W\n\x06Rerank\x12%.groundwire.reranker.v1.RerankRequest\x1a&.groundwire.reranker.v1.RerankResponse\x12Q\n\x04Info\x12#.groundwire.reranker.v1.InfoRequest\x1a$.groundwire.reranker.v1.InfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%groundwire/reranker/v1/reranker.proto\x12\x16groundwire.reranker.v1\x1a!groundwire/common/v1/common.proto\"e\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\x12\r\n\x05top_n\x18\x03 \x01(\r\x12\x16\n\tthreshold\x18\x04 \x01(\x02H\x00\x88\x01\x01\x42\x0c\n\n_threshold\",\n\x0cRerankResult\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\"\x8b\x01\n\x0eRerankResponse\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.groundwire.reranker.v1.RerankResult\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\r\x12,\n\x06timing\x18\x03 \x01(\x0b\x32\x1c.groundwire.common.v1.Timing\"\r\n\x0bInfoRequest\"\x86\x02\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0f\n\x07profile\x18\x02 \x01(\t\x12\x12\n\nmax_tokens\x18\x03 \x01(\r\x12\r\n\x05ready\x18\x04 \x01(\x08\x12\x1a\n\x12max_batch_passages\x18\x05 \x01(\r\x12\x13\n\x0bqueue_depth\x18\x06 \x01(\r\x12\x16\n\x0ems_per_passage\x18\x07 \x01(\x01\x12\x11\n\tquantized\x18\x08 \x01(\x08\x12\x18\n\x10\x65ntailment_ready\x18\t \x01(\x08\x12\x1b\n\x13\x65ntailment_model_id\x18\n \x01(\t\x12\x1d\n\x15\x65ntailment_max_tokens\x18\x0b \x01(\r\"1\n\nEntailPair\x12\x0f\n\x07premise\x18\x01 \x01(\t\x12\x12\n\nhypothesis\x18\x02 \x01(\t\"B\n\rEntailRequest\x12\x31\n\x05pairs\x18\x01 \x03(\x0b\x32\".groundwire.reranker.v1.EntailPair\"Q\n\x13\x45ntailProbabilities\x12\x12\n\nentailment\x18\x01 \x01(\x02\x12\x0f\n\x07neutral\x18\x02 \x01(\x02\x12\x15\n\rcontradiction\x18\x03 \x01(\x02\"\x92\x01\n\x0e\x45ntailResponse\x12<\n\x07results\x18\x01 \x03(\x0b\x32+.groundwire.reranker.v1.EntailProbabilities\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\r\x12,\n\x06timing\x18\x03 \x01(\x0b\x32\x1c.groundwire.common.v1.Timing2\x96\x02\n\x0fRerankerService\x12W\n\x06Rerank\x12%.groundwire.reranker.v1.RerankRequest\x1a&.groundwire.reranker.v1.RerankResponse\x12Q\n\x04Info\x12#.groundwire.reranker.v1.InfoRequest\x1a$.groundwire.reranker.v1.InfoResponse\x12W\n\x06\x45ntail\x12%.groundwire.reranker.v1.EntailRequest\x1a&.groundwire.reranker.v1.EntailResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,7 +41,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INFOREQUEST']._serialized_start=391
   _globals['_INFOREQUEST']._serialized_end=404
   _globals['_INFORESPONSE']._serialized_start=407
-  _globals['_INFORESPONSE']._serialized_end=583
-  _globals['_RERANKERSERVICE']._serialized_start=586
-  _globals['_RERANKERSERVICE']._serialized_end=775
+  _globals['_INFORESPONSE']._serialized_end=669
+  _globals['_ENTAILPAIR']._serialized_start=671
+  _globals['_ENTAILPAIR']._serialized_end=720
+  _globals['_ENTAILREQUEST']._serialized_start=722
+  _globals['_ENTAILREQUEST']._serialized_end=788
+  _globals['_ENTAILPROBABILITIES']._serialized_start=790
+  _globals['_ENTAILPROBABILITIES']._serialized_end=871
+  _globals['_ENTAILRESPONSE']._serialized_start=874
+  _globals['_ENTAILRESPONSE']._serialized_end=1020
+  _globals['_RERANKERSERVICE']._serialized_start=1023
+  _globals['_RERANKERSERVICE']._serialized_end=1301
 # @@protoc_insertion_point(module_scope)

@@ -46,6 +46,11 @@ class RerankerServiceStub:
                 request_serializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoRequest.SerializeToString,
                 response_deserializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Entail = channel.unary_unary(
+                '/groundwire.reranker.v1.RerankerService/Entail',
+                request_serializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailRequest.SerializeToString,
+                response_deserializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailResponse.FromString,
+                _registered_method=True)
 
 
 class RerankerServiceServicer:
@@ -67,6 +72,15 @@ class RerankerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Entail(self, request, context):
+        """Entailment (NLI) probabilities of (premise, hypothesis) pairs, in request order, from
+        the NLI model (GROUNDWIRE_RERANKER_NLI_MODEL_DIR): its own queue, the same budgets as
+        Rerank; RESOURCE_EXHAUSTED when full, UNAVAILABLE when no NLI model is loaded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RerankerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +93,11 @@ def add_RerankerServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoRequest.FromString,
                     response_serializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoResponse.SerializeToString,
+            ),
+            'Entail': grpc.unary_unary_rpc_method_handler(
+                    servicer.Entail,
+                    request_deserializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailRequest.FromString,
+                    response_serializer=groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +156,33 @@ class RerankerService:
             '/groundwire.reranker.v1.RerankerService/Info',
             groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoRequest.SerializeToString,
             groundwire_dot_reranker_dot_v1_dot_reranker__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Entail(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.reranker.v1.RerankerService/Entail',
+            groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailRequest.SerializeToString,
+            groundwire_dot_reranker_dot_v1_dot_reranker__pb2.EntailResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -97,6 +97,36 @@ class RetrieverServiceStub:
                 request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoRequest.SerializeToString,
                 response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.StartJob = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/StartJob',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.StartJobRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+                _registered_method=True)
+        self.GetJob = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/GetJob',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+                _registered_method=True)
+        self.WatchJob = channel.unary_stream(
+                '/groundwire.retriever.v1.RetrieverService/WatchJob',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+                _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/CancelJob',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+                _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/ListJobs',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.Sync = channel.unary_stream(
+                '/groundwire.retriever.v1.RetrieverService/Sync',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer:
@@ -193,6 +223,64 @@ class RetrieverServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartJob(self, request, context):
+        """Queues a job (an ingest of the documents sent, or a sync of a source set) and
+        answers at once with it (state QUEUED). Jobs of one collection run one at a time
+        in the order they were started; searches are never blocked. The job's state lives
+        in the retriever's data folder: it survives restarts, and a job a crash
+        interrupted is reported FAILED with what it had applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJob(self, request, context):
+        """One job with its per-document report; NOT_FOUND for an unknown id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJob(self, request, context):
+        """The job now, then again at each change of its state or counts, ending after the
+        one in a final state (SUCCEEDED, FAILED, CANCELLED). Only that last message
+        carries the per-document report: progress messages leave `documents` empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """Cancels a job: a queued one at once; a running one stops before its next document
+        (sources already switched stay, the one in flight is discarded unwritten), so the
+        answer may still be RUNNING with cancel_requested set. A finished job is returned
+        as it is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJobs(self, request, context):
+        """Jobs, newest first, without their per-document reports.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Sync(self, request, context):
+        """Syncs a collection with a source set (a folder this retriever reads, a git working
+        tree's tracked files, or a website crawl): computes the delta against the stored
+        sources (new, changed, unchanged, deleted, renamed), ingests new, changed and
+        renamed sources (each replaced atomically, as Ingest does), then removes deleted
+        ones. Streams a progress event per source scanned and per source applied, then
+        the report; with dry_run only the delta. INVALID_ARGUMENT for a bad definition or
+        an empty source set while the collection holds sources; UNAVAILABLE when the
+        website, git or the embedder does not answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -255,6 +343,36 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoRequest.FromString,
                     response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoResponse.SerializeToString,
+            ),
+            'StartJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartJob,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.StartJobRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.SerializeToString,
+            ),
+            'GetJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJob,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.CancelJobRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'Sync': grpc.unary_stream_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -584,6 +702,168 @@ class RetrieverService:
             '/groundwire.retriever.v1.RetrieverService/Info',
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoRequest.SerializeToString,
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/StartJob',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.StartJobRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/GetJob',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/WatchJob',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.GetJobRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/CancelJob',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.CancelJobRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/ListJobs',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/Sync',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.FromString,
             options,
             channel_credentials,
             insecure,
