@@ -20,6 +20,7 @@ import pytest
 from groundwire.reranker.v1 import reranker_pb2_grpc
 from groundwire_core.grpc.client import create_channel
 from groundwire_core.grpc.server import serving
+from groundwire_reranker.entailment import NliModel
 from groundwire_reranker.export import BuildReport, build_profile
 from groundwire_reranker.export.tiny import Architecture, tiny_checkpoint
 from groundwire_reranker.reranking import CrossEncoder
@@ -97,11 +98,14 @@ def served() -> Served:
 
     @asynccontextmanager
     async def serve(
-        model: CrossEncoder | None = None, **overrides: object
+        model: CrossEncoder | None = None,
+        nli_model: NliModel | None = None,
+        **overrides: object,
     ) -> AsyncIterator[reranker_pb2_grpc.RerankerServiceStub]:
         settings = RerankerSettings(port=0, intra_op_threads=1, **overrides)  # type: ignore[arg-type]
+        service = RerankerService(settings, model=model, nli_model=nli_model)
         async with (
-            serving(RerankerService(settings, model=model), settings) as port,
+            serving(service, settings) as port,
             create_channel(f"127.0.0.1:{port}") as channel,
         ):
             yield reranker_pb2_grpc.RerankerServiceStub(channel)

@@ -20,8 +20,8 @@ from groundwire_reranker.export.tiny import Architecture
 from groundwire_reranker.models import MANIFEST_FILE, CrossEncoderManifest
 
 
-def test_profiles_are_the_two_cross_encoder_families() -> None:
-    assert set(PROFILES) == {"bge-reranker-v2-m3", "cross-encoder"}
+def test_profiles_are_the_two_cross_encoder_families_and_nli() -> None:
+    assert set(PROFILES) == {"bge-reranker-v2-m3", "cross-encoder", "nli"}
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@
 Errors come out of reranking.Reranker as groundwire_core.errors and are mapped to gRPC
 status once, by the server interceptor. Without GROUNDWIRE_RERANKER_MODEL_DIR the service
 still runs: Info says ready=false and Rerank answers UNAVAILABLE, so the orchestrator's
-rerank stage takes its fallback and says so.
+rerank stage takes its fallback and says so. Likewise without
+GROUNDWIRE_RERANKER_NLI_MODEL_DIR: Info says entailment_ready=false and Entail answers
+UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import grpc
 
 from groundwire.common.v1 import common_pb2
 from groundwire.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from groundwire_reranker.entailment import Entailer, NliModel
 from groundwire_reranker.models.cross_encoder import OnnxCrossEncoder
+from groundwire_reranker.models.nli import OnnxNliModel
 from groundwire_reranker.reranking import CrossEncoder, Reranker
 from groundwire_reranker.settings import RerankerSettings
 
@@ -28,12 +32,28 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
         reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name,
     )
 
-    def __init__(self, settings: RerankerSettings, model: CrossEncoder | None = None) -> None:
+    def __init__(
+        self,
+        settings: RerankerSettings,
+        model: CrossEncoder | None = None,
+        nli_model: NliModel | None = None,
+    ) -> None:
         lanes = settings.lanes
         if model is None and settings.model_dir is not None:
             model = OnnxCrossEncoder(
                 settings.model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
             )
+        if nli_model is None and settings.nli_model_dir is not None:
+            nli_model = OnnxNliModel(
+                settings.nli_model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
+            )
+        self._entailer = Entailer(
+            nli_model,
+            max_batch_tokens=settings.max_batch_tokens,
+            max_batch_pairs=settings.max_batch_passages,
+            max_queue=settings.max_queue,
+            lanes=lanes,
+        )
         self._reranker = Reranker(
             model,
             max_batch_tokens=settings.max_batch_tokens,
@@ -47,8 +67,10 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
 
     async def start(self) -> None:
         await self._reranker.start()
+        await self._entailer.start()
 
     async def stop(self) -> None:
+        await self._entailer.stop()
         await self._reranker.stop()
 
     async def check(self) -> None:
@@ -76,10 +98,31 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
             ),
         )
 
+    async def Entail(
+        self, request: reranker_pb2.EntailRequest, context: grpc.aio.ServicerContext
+    ) -> reranker_pb2.EntailResponse:
+        started = time.perf_counter()
+        outcome = await self._entailer.entail([(p.premise, p.hypothesis) for p in request.pairs])
+        return reranker_pb2.EntailResponse(
+            results=[
+                reranker_pb2.EntailProbabilities(
+                    entailment=e, neutral=n, contradiction=c
+                )
+                for e, n, c in outcome.probabilities
+            ],
+            total_tokens=outcome.total_tokens,
+            timing=common_pb2.Timing(
+                queue_ms=outcome.queue_ms,
+                inference_ms=outcome.inference_ms,
+                total_ms=(time.perf_counter() - started) * 1e3,
+            ),
+        )
+
     async def Info(
         self, request: reranker_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.InfoResponse:
         s = self._reranker.status()
+        nli = self._entailer.status()
         return reranker_pb2.InfoResponse(
             model_id=s.model_id,
             profile=s.profile,
@@ -89,4 +132,7 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
             queue_depth=s.queue_depth,
             ms_per_passage=s.ms_per_passage,
             quantized=s.quantized,
+            entailment_ready=nli.ready,
+            entailment_model_id=nli.model_id,
+            entailment_max_tokens=nli.max_tokens,
         )

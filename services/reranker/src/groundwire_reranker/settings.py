@@ -22,6 +22,14 @@ class RerankerSettings(ModelServiceSettings):
         "bge-reranker-v2-m3` (or `cross-encoder`); unset = no model: the service runs, "
         "reports ready=false, and callers use fused order.",
     )
+    nli_model_dir: Path | None = Field(
+        None,
+        description="Folder with an entailment (NLI) cross-encoder built by `groundwire "
+        "models build nli`; served by the Entail RPC beside the reranker's model (its own "
+        "queue, the same budgets). Unset = Entail answers UNAVAILABLE and the citation "
+        "check uses another method. `groundwire up` sets it when GROUNDWIRE_HOME/models/nli "
+        "holds a model.",
+    )
     max_batch_tokens: int = Field(
         16384,
         ge=256,

@@ -10,6 +10,10 @@ batch and sequence axes, and it takes exactly the inputs the model's tokenizer p
 with PyTorch's on sample pairs and refuses a graph that drifts; int8 builds print what
 quantization costs the scores. torch and transformers are imported inside the builder
 only: importing this module stays cheap and torch-free.
+
+The ``nli`` profile exports an entailment model the same way: three labels, named by the
+checkpoint's ``id2label`` (entailment / neutral / contradiction, any case and order,
+recorded in the manifest's ``labels``); the parity check compares all three logits.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from groundwire_core.onnx_models import export_traced, quantize_int8
 from groundwire_reranker.export import BuildReport, staging_dir
 from groundwire_reranker.export.quantize import score_drift
 from groundwire_reranker.models.cross_encoder import LOGITS_OUTPUT, OnnxCrossEncoder, sigmoid
-from groundwire_reranker.models.manifest import KNOWN_INPUTS, CrossEncoderManifest
+from groundwire_reranker.models.manifest import KNOWN_INPUTS, NLI_LABELS, CrossEncoderManifest
+from groundwire_reranker.models.nli import OnnxNliModel, softmax
 
 OPSET = 17
 # A build whose fp32 logits drift further than this from PyTorch is refused.
@@ -42,6 +47,11 @@ MAX_ABS_DIFF_LIMIT = 1e-3
 INT8_MAX_MEAN_SCORE_DIFF = 0.05
 # FlagEmbedding's reranker lets the query take at most 3/4 of the pair.
 QUERY_SHARE = 0.75
+# An NLI hypothesis (one claim) may take half the pair; the premise gets the rest.
+HYPOTHESIS_SHARE = 0.5
+# id2label names of the NLI labels, lower-cased, by prefix (MNLI heads spell them
+# "ENTAILMENT", "entailment", "Entailment"; a few "contradict").
+_LABEL_PREFIXES = {"entail": "entailment", "neutral": "neutral", "contradict": "contradiction"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class ProfileSpec:
     hub_id: str
     max_tokens: int
     about: str
+    nli: bool = False  # three labels (entailment/neutral/contradiction), not one
 
     def builder(self) -> Callable[..., BuildReport]:
         return functools.partial(build_cross_encoder, self)
@@ -72,6 +83,14 @@ PROFILE_SPECS: dict[str, ProfileSpec] = {
             hub_id="cross-encoder/ms-marco-MiniLM-L6-v2",
             max_tokens=512,
             about="any *ForSequenceClassification with one label (default: ms-marco MiniLM)",
+        ),
+        ProfileSpec(
+            name="nli",
+            hub_id="cross-encoder/nli-deberta-v3-xsmall",
+            max_tokens=512,
+            about="any *ForSequenceClassification with entailment/neutral/contradiction "
+            "labels (default: a DeBERTa-v3 NLI cross-encoder)",
+            nli=True,
         ),
     )
 }
@@ -143,7 +162,7 @@ def build_cross_encoder(
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
     config = AutoConfig.from_pretrained(str(src))
-    _check_classifier(config, src)
+    labels = _check_classifier(config, src, nli=spec.nli)
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(str(src))
     except Exception as exc:  # transformers raises many types for a broken tokenizer
@@ -178,6 +197,7 @@ def build_cross_encoder(
 
         t0 = time.perf_counter()
         _export(torch, model, tokenizer, input_names, pad_id, stage / "model.onnx")
+        input_names = _graph_inputs(stage / "model.onnx", input_names)
         log(
             f"exported ONNX (opset {OPSET}, inputs {', '.join(input_names)}) "
             f"in {time.perf_counter() - t0:.1f}s"
@@ -187,21 +207,24 @@ def build_cross_encoder(
             profile=spec.name,
             model_id=recorded_id,
             max_tokens=pair_tokens,
-            query_max_tokens=int(pair_tokens * QUERY_SHARE),
+            query_max_tokens=int(pair_tokens * (HYPOTHESIS_SHARE if spec.nli else QUERY_SHARE)),
             pad_token_id=pad_id,
             input_names=input_names,
+            labels=labels,
         )
         manifest.save(stage)
         for extra in ("config.json", "README.md"):
             if (src / extra).is_file():  # provenance, not read at run time
                 shutil.copy2(src / extra, stage / f"source-{extra}")
 
-        fp32 = OnnxCrossEncoder(stage)
+        model_class = OnnxNliModel if spec.nli else OnnxCrossEncoder
+        fp32 = model_class(stage)
         fp32.load()
-        pairs = list(SAMPLE_PAIRS)
+        # NLI: the passage is the premise, the query the hypothesis (never empty)
+        pairs = [(p, q) for q, p in SAMPLE_PAIRS] if spec.nli else list(SAMPLE_PAIRS)
         batch = fp32.tokenize(pairs)
-        onnx_logits = fp32.infer(batch)
-        torch_logits = _torch_logits(torch, model, batch)
+        onnx_logits = fp32.logits(batch)
+        torch_logits = _torch_logits(torch, model, batch, onnx_logits.shape[1])
         max_abs_diff = float(np.abs(onnx_logits - torch_logits).max())
         log(f"fp32 ONNX vs PyTorch logits on {len(pairs)} pairs: max abs diff {max_abs_diff:.2e}")
         if not max_abs_diff <= MAX_ABS_DIFF_LIMIT:
@@ -213,7 +236,7 @@ def build_cross_encoder(
         drift_max: float | None = None
         drift_mean: float | None = None
         if int8:
-            fp32_scores = sigmoid(onnx_logits)
+            fp32_scores = _scores(onnx_logits, spec.nli)
             del fp32  # release the session before the file moves
             fp32_path = Path(scratch) / "model.fp32.onnx"
             shutil.move(stage / "model.onnx", fp32_path)
@@ -221,9 +244,10 @@ def build_cross_encoder(
             quantize_int8(fp32_path, stage / "model.onnx")
             replace(manifest, quantized=True).save(stage)
             log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
-            int8_encoder = OnnxCrossEncoder(stage)
+            int8_encoder = model_class(stage)
             int8_encoder.load()
-            int8_scores = np.asarray(int8_encoder.score(pairs), dtype=np.float32)
+            int8_batch = int8_encoder.tokenize(pairs)
+            int8_scores = _scores(int8_encoder.logits(int8_batch), spec.nli)
             drift_max, drift_mean = score_drift(int8_scores, fp32_scores)
             log(
                 f"int8 vs fp32 scores on {len(pairs)} pairs: max abs diff {drift_max:.4f}, "
@@ -278,7 +302,9 @@ def _resolve_source(spec: ProfileSpec, source: Path | None) -> tuple[Path, bool]
     return src, False
 
 
-def _check_classifier(config: Any, src: Path) -> None:
+def _check_classifier(config: Any, src: Path, *, nli: bool = False) -> tuple[str, ...]:
+    """The manifest's ``labels``: () for a relevance model, the NLI labels in logit
+    order for an entailment model. Raises InvalidInput for any other classifier."""
     architectures = list(getattr(config, "architectures", None) or [])
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise InvalidInput(
@@ -286,11 +312,35 @@ def _check_classifier(config: Any, src: Path) -> None:
             "cross-encoder"
         )
     labels = int(getattr(config, "num_labels", 0))
+    if nli:
+        return _nli_labels(config, src, labels)
     if labels != 1:
         raise InvalidInput(
             f"{src} has num_labels={labels}; a reranker needs a cross-encoder with exactly "
             "one label (its logit is the relevance)"
         )
+    return ()
+
+
+def _nli_labels(config: Any, src: Path, count: int) -> tuple[str, ...]:
+    """NLI_LABELS in the checkpoint's logit order, read from its ``id2label``."""
+    id2label = dict(getattr(config, "id2label", None) or {})
+    names = [str(id2label.get(i, "")) for i in range(count)]
+    found = []
+    for name in names:
+        low = name.strip().lower()
+        found.append(next((v for k, v in _LABEL_PREFIXES.items() if low.startswith(k)), low))
+    if count != len(NLI_LABELS) or sorted(found) != sorted(NLI_LABELS):
+        raise InvalidInput(
+            f"{src} has num_labels={count} with labels {names}; an entailment model needs "
+            f"exactly {', '.join(NLI_LABELS)} (any case or order) in its config's id2label"
+        )
+    return tuple(found)
+
+
+def _scores(logits: np.ndarray, nli: bool) -> np.ndarray:
+    """What the served model returns, flat: sigmoid scores, or NLI probabilities."""
+    return softmax(logits).reshape(-1) if nli else sigmoid(logits.reshape(-1))
 
 
 def _max_tokens(spec: ProfileSpec, config: Any, tokenizer: Any, override: int | None) -> int:
@@ -363,6 +413,15 @@ def _export(
     )
 
 
+def _graph_inputs(path: Path, traced: Sequence[str]) -> tuple[str, ...]:
+    """The inputs the exported graph kept: the tracer drops one the model never reads
+    (DeBERTa-v3 has no segment embeddings, so its ``token_type_ids`` go)."""
+    import onnx
+
+    kept = {i.name for i in onnx.load(str(path), load_external_data=False).graph.input}
+    return tuple(name for name in traced if name in kept)
+
+
 def _pad_pairs(
     tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], pad_id: int
 ) -> dict[str, np.ndarray]:
@@ -378,13 +437,13 @@ def _pad_pairs(
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
-def _torch_logits(torch: Any, model: Any, batch: Any) -> np.ndarray:
-    """The reference: the PyTorch model on the very token ids the ONNX graph saw."""
-    logits = np.zeros(len(batch), dtype=np.float32)
+def _torch_logits(torch: Any, model: Any, batch: Any, width: int) -> np.ndarray:
+    """The reference: the PyTorch model on the very token ids the ONNX graph saw, [n, width]."""
+    logits = np.zeros((len(batch), width), dtype=np.float32)
     with torch.no_grad():
         for bucket in batch.buckets:
             feed = {name: torch.from_numpy(array) for name, array in bucket.feed.items()}
-            out = model(**feed).logits.reshape(-1).numpy().astype(np.float32)
+            out = model(**feed).logits.reshape(-1, width).numpy().astype(np.float32)
             logits[bucket.rows] = out
     return logits
 

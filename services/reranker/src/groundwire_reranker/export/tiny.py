@@ -2,12 +2,14 @@
 
 No cross-encoder weights can be downloaded where Groundwire's CI runs, so the parity
 tests and the benchmark build these instead: an ``XLMRobertaForSequenceClassification``
-(bge-reranker-v2-m3's architecture) or a ``BertForSequenceClassification`` (the ms-marco
-cross-encoders'), one label, two layers, with a tokenizer trained on the caller's
-sentences and saved as a transformers fast tokenizer (XLM-R's ``<s> <pad> </s> <unk>
-<mask>`` ids 0-4; BERT's WordPiece with ``[PAD]`` 0). transformers and FlagEmbedding load
-the folder like a hub checkpoint. A random model proves mechanics (tokenization,
-truncation, export, serving, score order), never quality.
+(bge-reranker-v2-m3's architecture), a ``BertForSequenceClassification`` (the ms-marco
+cross-encoders') or a ``DebertaV2ForSequenceClassification`` (the DeBERTa-v3 NLI
+cross-encoders'), one label (three, named by ``id2label``, for NLI), two layers, with a
+tokenizer trained on the caller's sentences and saved as a transformers fast tokenizer
+(XLM-R's ``<s> <pad> </s> <unk> <mask>`` ids 0-4; BERT's WordPiece with ``[PAD]`` 0;
+DeBERTa-v3's ``[PAD] [CLS] [SEP] [UNK]`` ids 0-3 over a Unigram vocabulary).
+transformers and FlagEmbedding load the folder like a hub checkpoint. A random model
+proves mechanics (tokenization, truncation, export, serving, score order), never quality.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-Architecture = Literal["xlm-roberta", "bert"]
-ARCHITECTURES: tuple[Architecture, ...] = ("xlm-roberta", "bert")
+Architecture = Literal["xlm-roberta", "bert", "deberta-v2"]
+ARCHITECTURES: tuple[Architecture, ...] = ("xlm-roberta", "bert", "deberta-v2")
 
 MAX_TOKENS = 128
 VOCAB_SIZE = 1000
@@ -31,8 +33,11 @@ def tiny_checkpoint(
     seed: int = 0,
     hidden_size: int = 32,
     initializer_range: float = 0.2,
+    id2label: Sequence[str] = (),
 ) -> Path:
-    """Write a random one-label ``*ForSequenceClassification`` and its tokenizer to ``out_dir``.
+    """Write a random ``*ForSequenceClassification`` and its tokenizer to ``out_dir``.
+
+    One label, or ``id2label``'s labels in that order (e.g. an NLI head's three).
 
     ``initializer_range`` is larger than the usual 0.02 so the random logits spread out
     and the score order is decided by the model, not by float rounding.
@@ -47,15 +52,20 @@ def tiny_checkpoint(
         raise ValueError("the tokenizer needs sentences to train on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    build = _xlm_roberta if architecture == "xlm-roberta" else _bert
+    build = {"xlm-roberta": _xlm_roberta, "bert": _bert, "deberta-v2": _deberta_v2}[
+        architecture
+    ]
     shape: dict[str, Any] = {
         "hidden_size": hidden_size,
         "num_hidden_layers": 2,
         "num_attention_heads": 2,
         "intermediate_size": hidden_size * 2,
-        "num_labels": 1,
+        "num_labels": len(id2label) or 1,
         "initializer_range": initializer_range,
     }
+    if id2label:
+        shape["id2label"] = dict(enumerate(id2label))
+        shape["label2id"] = {label: i for i, label in enumerate(id2label)}
     torch.manual_seed(seed)
     hf_tokenizer, model = build(sentences, shape)
     model.eval()
@@ -152,6 +162,66 @@ def _bert(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
         **shape,
     )
     return hf_tokenizer, BertForSequenceClassification(config)
+
+
+def _deberta_v2(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
+    """DeBERTa-v3's specials at its ids, a Unigram vocabulary, BERT's pair template;
+    relative attention with position buckets, as the v3 checkpoints configure it."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers.trainers import UnigramTrainer
+    from transformers import (
+        DebertaV2Config,
+        DebertaV2ForSequenceClassification,
+        DebertaV2Tokenizer,
+    )
+
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(
+        sentences,
+        UnigramTrainer(
+            vocab_size=VOCAB_SIZE, special_tokens=specials, unk_token="[UNK]", show_progress=False
+        ),
+    )
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", _id(tok, "[CLS]")), ("[SEP]", _id(tok, "[SEP]"))],
+    )
+    hf_tokenizer = DebertaV2Tokenizer(
+        tokenizer_object=tok,
+        bos_token="[CLS]",
+        eos_token="[SEP]",
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+        model_max_length=MAX_TOKENS,
+    )
+    # The v3 checkpoints' attention settings; the model reads the last three from its
+    # config by name, which DebertaV2Config keeps without declaring them.
+    v3: dict[str, Any] = {
+        "relative_attention": True,
+        "max_relative_positions": -1,
+        "pos_att_type": ["p2c", "c2p"],
+        "position_biased_input": False,
+        "position_buckets": 32,
+        "norm_rel_ebd": "layer_norm",
+        "share_att_key": True,
+    }
+    config = DebertaV2Config(
+        vocab_size=tok.get_vocab_size(),
+        max_position_embeddings=MAX_TOKENS,
+        type_vocab_size=0,
+        pad_token_id=0,
+        **v3,
+        **shape,
+    )
+    return hf_tokenizer, DebertaV2ForSequenceClassification(config)
 
 
 def _id(tokenizer: Any, token: str) -> int:

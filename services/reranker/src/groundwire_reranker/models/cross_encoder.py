@@ -75,14 +75,16 @@ class PairBatch:
         return sum(int(b.feed["input_ids"].size) for b in self.buckets)
 
 
-class OnnxCrossEncoder:
-    """One exported cross-encoder (a directory with a manifest), served by ONNX Runtime.
-
-    It is the reranker's ``groundwire_core.batching.Backend``: items are (query, passage)
-    pairs and results are scores in [0, 1]. With ``lanes`` > 1 it also opens a
-    one-thread session for runs that share the cores with others (``infer(batch,
+class PairClassifier:
+    """One exported cross-encoder (a directory with a manifest), served by ONNX Runtime:
+    loading, pair tokenization and the graph's logits. Its subclasses add the Backend's
+    core and post steps: ``OnnxCrossEncoder`` (relevance scores) and
+    ``models.nli.OnnxNliModel`` (entailment probabilities). With ``lanes`` > 1 it also
+    opens a one-thread session for runs that share the cores with others (``infer(batch,
     shared=True)``; see ``onnx_models.open_sessions``).
     """
+
+    needs = ""  # the logits a subclass needs, for the error on a graph with others
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class OnnxCrossEncoder:
             if self._session is not None:
                 return
             manifest = CrossEncoderManifest.load(self.model_dir)
+            self.width(manifest)  # refuses the other kind before any file is opened
             onnx_path, tokenizer_path = model_files(
                 self.model_dir,
                 manifest.onnx_file,
@@ -163,11 +166,15 @@ class OnnxCrossEncoder:
             )
         shape = outputs[LOGITS_OUTPUT].shape
         labels = shape[-1] if shape else None
-        if isinstance(labels, int) and labels != 1:
+        if isinstance(labels, int) and labels != self.width(manifest):
             raise InvalidInput(
-                f"{onnx_path} produces {labels} logits per pair; a reranker needs exactly one"
+                f"{onnx_path} produces {labels} logits per pair; {self.needs}"
             )
         return session, shared
+
+    def width(self, manifest: CrossEncoderManifest) -> int:
+        """Logits per pair the subclass serves; raises InvalidInput for the other kind."""
+        raise NotImplementedError
 
     @property
     def loaded(self) -> bool:
@@ -254,17 +261,13 @@ class OnnxCrossEncoder:
     def token_counts(self, batch: PairBatch) -> list[int]:
         return list(batch.token_counts)
 
-    def infer(self, batch: PairBatch, shared: bool = False) -> np.ndarray:
-        """Core: run every bucket; returns the logits as float32 [n], in batch order.
-        ``shared``: other runs go at the same time, so run on one thread (the shared
-        session, when open).
-
-        Raises BackendFailure when ONNX Runtime fails (without its internal detail).
-        """
+    def logits(self, batch: PairBatch, shared: bool = False) -> np.ndarray:
+        """Every bucket's logits, float32 [n, labels] in batch order (see ``infer``)."""
         session = self._require_session()
         if shared and self._shared is not None:
             session = self._shared
-        logits = np.zeros(len(batch), dtype=np.float32)
+        width = self.width(self.manifest)
+        logits = np.zeros((len(batch), width), dtype=np.float32)
         for bucket in batch.buckets:
             try:
                 (out,) = session.run([LOGITS_OUTPUT], bucket.feed)
@@ -274,18 +277,8 @@ class OnnxCrossEncoder:
                     f"ONNX Runtime failed to run the {self.manifest.profile} cross-encoder "
                     f"on a batch of {n} x {length} tokens"
                 ) from exc
-            logits[bucket.rows] = np.asarray(out, dtype=np.float32).reshape(-1)
+            logits[bucket.rows] = np.asarray(out, dtype=np.float32).reshape(-1, width)
         return logits
-
-    def postprocess(self, batch: PairBatch, raw: np.ndarray) -> list[float]:
-        """Post: the score of each pair, the sigmoid of its logit, in batch order."""
-        scores: list[float] = sigmoid(raw).tolist()
-        return scores
-
-    def score(self, pairs: Sequence[Pair]) -> list[float]:
-        """The three steps in sequence (no batching engine): scores in [0, 1]."""
-        batch = self.tokenize(pairs)
-        return self.postprocess(batch, self.infer(batch))
 
     # -- helpers -------------------------------------------------------------------
 
@@ -298,6 +291,42 @@ class OnnxCrossEncoder:
         if self._pieces is None or self._pairs is None or self._session is None:
             raise RuntimeError("OnnxCrossEncoder.load() has not been called")
         return self._pieces, self._pairs
+
+
+class OnnxCrossEncoder(PairClassifier):
+    """A relevance cross-encoder: one logit per (query, passage) pair, its sigmoid the
+    score in [0, 1]. The reranker's ``groundwire_core.batching.Backend``."""
+
+    # What this class serves: a relevance model, one logit (models.nli serves three).
+    needs = "a reranker needs exactly one"
+
+    def width(self, manifest: CrossEncoderManifest) -> int:
+        """Logits per pair this class serves; raises InvalidInput for an NLI manifest."""
+        if manifest.labels:
+            raise InvalidInput(
+                f"{self.model_dir} holds an entailment (NLI) model, not a relevance "
+                "cross-encoder; serve it with GROUNDWIRE_RERANKER_NLI_MODEL_DIR"
+            )
+        return 1
+
+    def infer(self, batch: PairBatch, shared: bool = False) -> np.ndarray:
+        """Core: run every bucket; returns the logits as float32 [n], in batch order.
+        ``shared``: other runs go at the same time, so run on one thread (the shared
+        session, when open).
+
+        Raises BackendFailure when ONNX Runtime fails (without its internal detail).
+        """
+        return self.logits(batch, shared).reshape(-1)
+
+    def postprocess(self, batch: PairBatch, raw: np.ndarray) -> list[float]:
+        """Post: the score of each pair, the sigmoid of its logit, in batch order."""
+        scores: list[float] = sigmoid(raw).tolist()
+        return scores
+
+    def score(self, pairs: Sequence[Pair]) -> list[float]:
+        """The three steps in sequence (no batching engine): scores in [0, 1]."""
+        batch = self.tokenize(pairs)
+        return self.postprocess(batch, self.infer(batch))
 
 
 def estimate_text_tokens(text: str, limit: int) -> int:

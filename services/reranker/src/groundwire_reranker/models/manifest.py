@@ -5,6 +5,11 @@ A model directory holds ``groundwire-model.json`` (this manifest), the ONNX grap
 config, no torch. The manifest says how many tokens a (query, passage) pair may have,
 how much of that the query may take, which id pads a batch and which inputs the graph
 declares (``token_type_ids`` for BERT-style models, not for XLM-RoBERTa).
+
+An entailment (NLI) model is a cross-encoder with three logits: its manifest's ``labels``
+name them in the graph's output order (``entailment``, ``neutral``, ``contradiction`` in
+whatever order the checkpoint's ``id2label`` has them). A relevance model's ``labels`` is
+empty: one logit, the relevance.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ KIND = "cross-encoder"
 
 KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
+NLI_LABELS = ("entailment", "neutral", "contradiction")
 # Room for the query, the special tokens and at least a few passage tokens.
 MIN_MAX_TOKENS = 16
 
@@ -42,6 +48,7 @@ class CrossEncoderManifest:
     quantized: bool = False
     input_names: tuple[str, ...] = REQUIRED_INPUTS
     kind: str = KIND
+    labels: tuple[str, ...] = ()  # NLI models: NLI_LABELS in the graph's logit order
 
     def __post_init__(self) -> None:
         # Validate on construction, so a bad manifest is never written nor served.
@@ -74,11 +81,14 @@ class CrossEncoderManifest:
         model_dir = Path(model_dir)
         data: dict[str, Any] = {"manifest_version": MANIFEST_VERSION, **asdict(self)}
         data["input_names"] = list(self.input_names)
+        data["labels"] = list(self.labels)
         write_manifest(model_dir, MANIFEST_FILE, data)
 
     @classmethod
     def _from_dict(cls, raw: object) -> CrossEncoderManifest:
-        data = manifest_fields(cls, raw, version=MANIFEST_VERSION, tuple_keys=("input_names",))
+        data = manifest_fields(
+            cls, raw, version=MANIFEST_VERSION, tuple_keys=("input_names", "labels")
+        )
         return cls(**data)
 
 
@@ -119,3 +129,8 @@ def _validate(m: CrossEncoderManifest) -> None:
     for name in REQUIRED_INPUTS:
         if name not in values:
             raise InvalidInput(f"input_names must include {name}")
+    if not isinstance(m.labels, tuple) or (m.labels and sorted(m.labels) != sorted(NLI_LABELS)):
+        raise InvalidInput(
+            f"labels must be empty (a relevance model) or name each of {', '.join(NLI_LABELS)} "
+            "once, in the graph's logit order (an entailment model)"
+        )

@@ -1,0 +1,137 @@
+"""The entailment logic: validate a request, run its (premise, hypothesis) pairs through the
+NLI model on its own batching engine, return per-label probabilities.
+
+An NLI model is served by the reranker process beside (or instead of) the relevance
+cross-encoder (GROUNDWIRE_RERANKER_NLI_MODEL_DIR): both are cross-encoders on the same
+runtime, and the citation check calls it where the reranker is already a dependency.
+It has its own engine, so a burst of checks cannot fill the rerank queue, with the same
+budgets and the same overload behaviour (queue full -> Overloaded at once). No gRPC here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from groundwire_core.batching import BatchingEngine
+from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_reranker.models.cross_encoder import Pair
+from groundwire_reranker.models.manifest import CrossEncoderManifest
+from groundwire_reranker.models.nli import LabelProbs
+
+NO_NLI_MODEL = "no entailment (NLI) model is configured"
+
+WARM_UP: tuple[Pair, ...] = (
+    ("a short warm-up premise.", "a warm-up hypothesis"),
+    ("a longer warm-up premise, " * 40, "a warm-up hypothesis"),
+)
+
+
+class NliModel(Protocol):
+    """What the entailment logic needs from a model (see models.nli.OnnxNliModel)."""
+
+    @property
+    def manifest(self) -> CrossEncoderManifest: ...
+
+    def load(self) -> None: ...
+
+    def estimate_tokens(self, item: Pair) -> int: ...
+
+    def tokenize(self, items: Sequence[Pair]) -> Any: ...
+
+    def token_counts(self, batch: Any) -> list[int]: ...
+
+    def infer(self, batch: Any, shared: bool = False) -> Any: ...
+
+    def postprocess(self, batch: Any, raw: Any) -> Sequence[LabelProbs]: ...
+
+
+@dataclass(frozen=True)
+class EntailOutcome:
+    probabilities: list[LabelProbs]  # per pair, in request order
+    total_tokens: int
+    queue_ms: float
+    inference_ms: float
+
+
+@dataclass(frozen=True)
+class EntailerStatus:
+    ready: bool
+    model_id: str
+    max_tokens: int
+
+
+class Entailer:
+    """One NLI model behind a bounded queue; without a model, ``entail`` is Unavailable."""
+
+    def __init__(
+        self,
+        model: NliModel | None,
+        *,
+        max_batch_tokens: int,
+        max_batch_pairs: int,
+        max_queue: int,
+        lanes: int = 1,
+    ) -> None:
+        self._model = model
+        self._max_batch_pairs = max_batch_pairs
+        self._engine: BatchingEngine[Pair, LabelProbs] | None = None
+        if model is not None:
+            self._engine = BatchingEngine(
+                model,
+                name="entailment",
+                max_batch_tokens=max_batch_tokens,
+                max_batch_items=max_batch_pairs,
+                max_queue=max_queue,
+                warm_up=WARM_UP,
+                lanes=lanes,
+            )
+
+    async def start(self) -> None:
+        """Loads the model and warms it up (nothing without a model).
+
+        Raises NotFound / InvalidInput when the model directory cannot be served.
+        """
+        if self._engine is not None:
+            await self._engine.start()
+
+    async def stop(self) -> None:
+        if self._engine is not None:
+            await self._engine.stop()
+
+    async def entail(self, pairs: Sequence[Pair]) -> EntailOutcome:
+        """Probabilities (entailment, neutral, contradiction) of each pair, in order.
+
+        Raises InvalidInput (no pairs, too many, an empty hypothesis), Unavailable (no
+        model, not warmed up, model failure) and Overloaded (queue full, retry-after).
+        """
+        if not pairs:
+            raise InvalidInput(f"pairs is empty: send 1 to {self._max_batch_pairs}")
+        if len(pairs) > self._max_batch_pairs:
+            raise InvalidInput(
+                f"at most {self._max_batch_pairs} pairs per call (got {len(pairs)})"
+            )
+        for i, (_, hypothesis) in enumerate(pairs):
+            if not hypothesis.strip():
+                raise InvalidInput(f"pair {i} has an empty hypothesis")
+        if self._engine is None:
+            raise Unavailable(NO_NLI_MODEL, dependency="reranker")
+        batch = await self._engine.submit(list(pairs))
+        return EntailOutcome(
+            probabilities=list(batch.results),
+            total_tokens=sum(batch.tokens),
+            queue_ms=batch.queue_ms,
+            inference_ms=batch.inference_ms,
+        )
+
+    def status(self) -> EntailerStatus:
+        """The served NLI model (empty until loaded)."""
+        engine = self._engine
+        ready = engine is not None and engine.ready
+        manifest = self._model.manifest if ready and self._model is not None else None
+        return EntailerStatus(
+            ready=ready,
+            model_id=manifest.model_id if manifest else "",
+            max_tokens=manifest.max_tokens if manifest else 0,
+        )
