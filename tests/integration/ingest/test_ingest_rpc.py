@@ -42,7 +42,7 @@ async def test_good_documents_go_in_and_bad_ones_are_skipped_with_reasons(
         "broken.html": (b"<html><head><script>var x = '</div>'", "the HTML has no text"),
         "blank.pdf": (make_pdf([[]]), "the PDF has no text layer"),
         "corrupt.pdf": (make_pdf([["cut short"]])[:400], "the PDF could not be read"),
-        "deck.pptx": (b"slides", "unknown document type"),
+        "deck.odp": (b"slides", "unknown document type"),
     }
     docs = [*good[:2], *(_doc(n, c) for n, (c, _) in bad.items()), *good[2:]]
     async with create_channel(retriever_addr) as channel:
@@ -93,7 +93,7 @@ async def test_a_batch_whose_every_document_is_skipped_creates_no_collection(
         stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
         request = retriever_pb2.IngestRequest(
             collection="never-made",
-            documents=[_doc("deck.pptx", b"slides"), _doc("empty.md", b"   \n")],
+            documents=[_doc("deck.odp", b"slides"), _doc("empty.md", b"   \n")],
             create_collection=True,
         )
         events = [event async for event in stub.Ingest(request, timeout=60)]
@@ -103,7 +103,7 @@ async def test_a_batch_whose_every_document_is_skipped_creates_no_collection(
         # the first document that is written creates it, as before
         request = retriever_pb2.IngestRequest(
             collection="never-made",
-            documents=[_doc("deck.pptx", b"slides"), _doc("ok.md", b"# Ok\n\nBoil the water.")],
+            documents=[_doc("deck.odp", b"slides"), _doc("ok.md", b"# Ok\n\nBoil the water.")],
             create_collection=True,
         )
         events = [event async for event in stub.Ingest(request, timeout=60)]

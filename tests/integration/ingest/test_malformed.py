@@ -94,14 +94,14 @@ async def test_a_corrupt_pdf(make_pdf: PdfMaker, cut: float) -> None:
     ("doc", "reason"),
     [
         (
-            DocumentInput("deck", b"slides", filename="deck.pptx"),
-            "unknown document type for 'deck.pptx'",
+            DocumentInput("deck", b"slides", filename="deck.odp"),
+            "unknown document type for 'deck.odp'",
         ),
         (
             DocumentInput("noext", b"text", filename="Makefile"),
             "unknown document type for 'Makefile'",
         ),
-        (DocumentInput("declared", b"text", format="docx"), "unknown document type 'docx'"),
+        (DocumentInput("declared", b"text", format="odt"), "unknown document type 'odt'"),
     ],
 )
 async def test_an_unknown_type(doc: DocumentInput, reason: str) -> None:

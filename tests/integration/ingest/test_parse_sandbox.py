@@ -21,7 +21,7 @@ from groundwire_retriever.ingest.chunker import (
     chunk_document,
     chunk_document_counted,
 )
-from groundwire_retriever.ingest.parsers import parse
+from groundwire_retriever.ingest.parsers import guess_format, parse
 from groundwire_retriever.ingest.sandbox import ParseSandbox
 from tests.fixtures.hostile import HOSTILE
 
@@ -199,7 +199,7 @@ async def test_hostile_documents_in_the_sandbox() -> None:
             try:
                 await box.prepare(
                     doc.content,
-                    "html" if doc.filename.endswith(".html") else "markdown",
+                    guess_format("", doc.filename),
                     title="",
                     filename=doc.filename,
                     **LIMITS,

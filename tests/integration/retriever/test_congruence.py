@@ -365,3 +365,47 @@ def test_same_replace_and_delete(tmp_path: Path) -> None:
     finally:
         edge.close()
         server.close()
+
+
+def test_same_documents_when_grouped_by_source(stores: dict[str, VectorStore]) -> None:
+    """One hit per source on both engines: each source's best fused chunk, with the
+    number of its chunks among the candidates, in the fused order of those best chunks."""
+    every = frozenset(SearchPath)
+    for text, dense, sparse in _queries(seed=5, count=15):
+        query = SearchQuery(
+            text=text,
+            dense=dense,
+            sparse=sparse,
+            paths=every,
+            path_limit=30,
+            limit=8,
+            dense_floor=-1.0,
+            group_by_source=True,
+        )
+        edge, server = _both(stores, query)
+        _assert_same(edge, server)
+        assert [(h.matching_chunks, h.other_headings) for h in edge.hits] == [
+            (h.matching_chunks, h.other_headings) for h in server.hits
+        ]
+        sources = [h.chunk.source_id for h in edge.hits]
+        assert len(sources) == len(set(sources)) == 8, sources
+        # the chunk-level ranking of every candidate, grouped by hand
+        flat = stores["edge"].search(
+            SPEC.name, SearchQuery(**{**query.__dict__, "group_by_source": False, "limit": 90})
+        )
+        best: dict[str, list[str]] = {}
+        for hit in flat.hits:
+            best.setdefault(hit.chunk.source_id, []).append(hit.chunk.chunk_id)
+        assert [h.chunk.chunk_id for h in edge.hits] == [ids[0] for ids in best.values()][:8]
+        assert [h.matching_chunks for h in edge.hits] == [len(ids) for ids in best.values()][:8]
+        assert any(h.matching_chunks > 1 for h in edge.hits), "grouping merged something"
+
+
+def test_chunk_level_stays_the_default(stores: dict[str, VectorStore]) -> None:
+    text, dense, sparse = _queries(seed=6, count=1)[0]
+    query = SearchQuery(text=text, dense=dense, sparse=sparse, limit=30, dense_floor=-1.0)
+    edge, server = _both(stores, query)
+    _assert_same(edge, server)
+    sources = [h.chunk.source_id for h in edge.hits]
+    assert len(sources) > len(set(sources)), "several chunks of one source"
+    assert {h.matching_chunks for h in edge.hits} == {0}

@@ -104,7 +104,9 @@ def test_parsed_document_chunks_with_its_summary_and_title() -> None:
         (b"<p>caf\xe9</p>", "html", "not valid UTF-8 (byte 6) and declares no charset"),
         (b"%PDF-1.7", "pdf", "the PDF could not be read"),
         (bytes(range(1, 32)) * 4 + b"text", "markdown", "looks binary"),
-        (b"text", "docx", "unknown document type 'docx'"),
+        (b"text", "odt", "unknown document type 'odt'"),
+        (b"text", "docx", "the DOCX file is not a valid zip container"),
+        (b"{", "notebook", "the notebook is not valid JSON"),
     ],
 )
 def test_refused_documents_say_why(content: bytes, fmt: str, reason: str) -> None:
@@ -124,6 +126,11 @@ def test_refused_documents_say_why(content: bytes, fmt: str, reason: str) -> Non
         ("page.htm", "html"),
         ("page.html", "html"),
         ("paper.pdf", "pdf"),
+        ("guide.rst", "rst"),
+        ("report.DOCX", "docx"),
+        ("deck.pptx", "pptx"),
+        ("analysis.ipynb", "notebook"),
+        ("book.epub", "epub"),
     ],
 )
 def test_format_from_suffix(filename: str, fmt: str) -> None:
@@ -134,7 +141,7 @@ def test_declared_format_wins_over_the_suffix() -> None:
     assert guess_format("text", "readme.md") == "text"
 
 
-@pytest.mark.parametrize("filename", ["report.docx", "Makefile", ""])
+@pytest.mark.parametrize("filename", ["report.odt", "Makefile", ""])
 def test_unknown_suffix_is_refused(filename: str) -> None:
     with pytest.raises(InvalidInput) as refused:
         guess_format("", filename)

@@ -129,7 +129,7 @@ async def test_counter_failures_are_not_blamed_on_the_document() -> None:
         (DocumentInput(" ", b"text", filename="a.txt"), "source_id must not be empty"),
         (DocumentInput("big", b"x" * 101, filename="a.txt"), "101 bytes; the limit is 100"),
         (DocumentInput("h", b"# Only\n\n## Headings\n", filename="h.md"), "no text outside"),
-        (DocumentInput("u", b"text", filename="slides.pptx"), "unknown document type"),
+        (DocumentInput("u", b"text", filename="slides.odp"), "unknown document type"),
     ],
 )
 async def test_refusals_say_why(doc: DocumentInput, reason: str) -> None:

@@ -8,16 +8,20 @@ from typing import Any
 
 import pytest
 
-from groundwire_retriever.domain import SearchPath, SearchQuery, SearchResult
+from groundwire_retriever.domain import CollectionSpec, SearchPath, SearchQuery, SearchResult
 from groundwire_retriever.service import INLINE_CANDIDATES, RetrieverCore
 
 
 class ThreadRecordingStore:
-    """Only what ``RetrieverCore.search`` touches: the engine kind and ``search``."""
+    """Only what ``RetrieverCore.search`` touches: the engine kind, the collection
+    specs (for the caller's access filter) and ``search``."""
 
     def __init__(self, engine: str) -> None:
         self.engine = engine
         self.threads: list[str] = []
+
+    def list_collections(self) -> list[CollectionSpec]:
+        return [CollectionSpec(name="docs", dense_dims=4)]
 
     def search(self, name: str, query: SearchQuery) -> SearchResult:
         self.threads.append(threading.current_thread().name)

@@ -15,6 +15,7 @@ from groundwire_retriever.domain import (
     FieldFilter,
     Fusion,
     Hit,
+    LateInteractionReport,
     PathReport,
     SearchPath,
     SearchQuery,
@@ -24,6 +25,19 @@ from groundwire_retriever.domain import (
 )
 from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.service import DocumentOutcome
+from groundwire_retriever.sync import (
+    SourceKind,
+    SourceOutcome,
+    SyncDefinition,
+    SyncDelta,
+    SyncProgress,
+    SyncReport,
+)
+from groundwire_retriever.sync.definition import (
+    DEFAULT_DELAY_S,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_PAGE_LIMIT,
+)
 
 K = TypeVar("K", bound=int)
 T = TypeVar("T")
@@ -40,6 +54,11 @@ FORMATS = {
     retriever_pb2.DOCUMENT_FORMAT_TEXT: "text",
     retriever_pb2.DOCUMENT_FORMAT_HTML: "html",
     retriever_pb2.DOCUMENT_FORMAT_PDF: "pdf",
+    retriever_pb2.DOCUMENT_FORMAT_RST: "rst",
+    retriever_pb2.DOCUMENT_FORMAT_DOCX: "docx",
+    retriever_pb2.DOCUMENT_FORMAT_PPTX: "pptx",
+    retriever_pb2.DOCUMENT_FORMAT_NOTEBOOK: "notebook",
+    retriever_pb2.DOCUMENT_FORMAT_EPUB: "epub",
 }
 FUSIONS = {retriever_pb2.Fusion.Value(f"FUSION_{f.name}"): f for f in Fusion}
 """Each ``Fusion`` by its wire value, matched by name: a member without a value in
@@ -65,6 +84,9 @@ def collection_to_proto(stats: CollectionStats) -> retriever_pb2.Collection:
         embedder_model=spec.embedder_model,
         chunks=stats.chunks,
         sources=stats.sources,
+        default_access=list(spec.default_access),
+        restricted=spec.restricted,
+        tenant=spec.tenant,
     )
 
 
@@ -96,6 +118,7 @@ def document_from_proto(doc: retriever_pb2.Document) -> DocumentInput:
         doc_type=doc.doc_type,
         filename=doc.filename,
         metadata=dict(doc.metadata),
+        access=tuple(doc.access),
     )
 
 
@@ -128,6 +151,8 @@ def chunk_from_proto(chunk: retriever_pb2.Chunk) -> tuple[Chunk, ChunkVectors]:
             content_hash=chunk.content_hash,
             metadata=dict(chunk.metadata),
             created_at=chunk.created_at,
+            # doc_start/doc_end are not taken: one upserted chunk cannot vouch for its
+            # range in a document made of chunks it does not see
         ),
         ChunkVectors(
             dense=tuple(chunk.dense.values) if chunk.HasField("dense") else None,
@@ -156,6 +181,8 @@ def chunk_to_proto(chunk: Chunk, out: retriever_pb2.Chunk | None = None) -> retr
     for key, value in chunk.metadata.items():
         msg.metadata[key] = value
     msg.created_at = chunk.created_at
+    if chunk.doc_span is not None:
+        msg.doc_start, msg.doc_end = chunk.doc_span
     return msg
 
 
@@ -188,7 +215,19 @@ def query_from_proto(request: retriever_pb2.SearchRequest) -> SearchQuery:
         limit=request.limit or 50,
         drop_off=request.drop_off if request.HasField("drop_off") else None,
         embedder_model=request.embedder_model,
+        group_by_source=_group_by_source(request.group_by),
+        multi=tuple(tuple(v.values) for v in request.multi_vector) or None,
+        late_interaction_depth=request.late_interaction_depth,
     )
+
+
+def _group_by_source(value: int) -> bool:
+    """Raises InvalidInput for a value this retriever does not know."""
+    if value in (retriever_pb2.GROUP_BY_UNSPECIFIED, retriever_pb2.GROUP_BY_CHUNK):
+        return False
+    if value == retriever_pb2.GROUP_BY_DOCUMENT:
+        return True
+    raise InvalidInput(f"unknown group_by {value}")
 
 
 def hit_to_proto(hit: Hit, out: retriever_pb2.SearchHit | None = None) -> retriever_pb2.SearchHit:
@@ -200,7 +239,15 @@ def hit_to_proto(hit: Hit, out: retriever_pb2.SearchHit | None = None) -> retrie
         msg.path_ranks[path.value] = rank
     for path, score in hit.path_scores.items():
         msg.path_scores[path.value] = score
+    msg.matching_chunks = hit.matching_chunks
+    msg.other_headings.extend(hit.other_headings)
     return msg
+
+
+def late_interaction_to_proto(report: LateInteractionReport) -> retriever_pb2.LateInteractionReport:
+    return retriever_pb2.LateInteractionReport(
+        rescored=report.rescored, ms=report.ms, skipped=report.skipped, reason=report.reason
+    )
 
 
 def path_report_to_proto(report: PathReport) -> retriever_pb2.PathReport:
@@ -237,3 +284,84 @@ def source_chunks_to_proto(found: SourceChunks) -> retriever_pb2.ReadSourceRespo
     for chunk in found.chunks:
         chunk_to_proto(chunk, reply.chunks.add())
     return reply
+
+
+SYNC_KINDS = {
+    retriever_pb2.SYNC_SOURCE_KIND_FOLDER: SourceKind.FOLDER,
+    retriever_pb2.SYNC_SOURCE_KIND_GIT: SourceKind.GIT,
+    retriever_pb2.SYNC_SOURCE_KIND_WEB: SourceKind.WEB,
+}
+SYNC_KIND_ENUMS = {v: k for k, v in SYNC_KINDS.items()}
+
+
+def sync_definition_from_proto(d: retriever_pb2.SyncDefinition) -> SyncDefinition:
+    """The definition; zero limits mean the defaults. InvalidInput for an unknown or
+    unspecified kind."""
+    kind = SYNC_KINDS.get(d.kind)
+    if kind is None:
+        raise InvalidInput("the sync definition needs a kind: folder, git or web")
+    return SyncDefinition(
+        kind=kind,
+        location=d.location,
+        include=tuple(d.include),
+        exclude=tuple(d.exclude),
+        max_bytes=d.max_bytes or DEFAULT_MAX_BYTES,
+        page_limit=d.page_limit or DEFAULT_PAGE_LIMIT,
+        delay_s=d.delay_s if d.HasField("delay_s") else DEFAULT_DELAY_S,
+        prefix=d.prefix,
+        url_prefix=d.url_prefix,
+    )
+
+
+def sync_definition_to_proto(d: SyncDefinition) -> retriever_pb2.SyncDefinition:
+    return retriever_pb2.SyncDefinition(
+        kind=SYNC_KIND_ENUMS[d.kind],
+        location=d.location,
+        include=list(d.include),
+        exclude=list(d.exclude),
+        max_bytes=d.max_bytes,
+        page_limit=d.page_limit,
+        delay_s=d.delay_s,
+        prefix=d.prefix,
+        url_prefix=d.url_prefix,
+    )
+
+
+def sync_delta_to_proto(delta: SyncDelta) -> retriever_pb2.JobDelta:
+    return retriever_pb2.JobDelta(
+        new=list(delta.new),
+        changed=list(delta.changed),
+        unchanged=delta.unchanged,
+        deleted=list(delta.deleted),
+        renamed=[retriever_pb2.JobRename(from_id=r.old, to_id=r.new) for r in delta.renamed],
+    )
+
+
+def sync_source_to_proto(s: SourceOutcome) -> retriever_pb2.SyncSource:
+    return retriever_pb2.SyncSource(
+        source_id=s.source_id, outcome=s.outcome, chunks=s.chunks, reason=s.reason
+    )
+
+
+def sync_event_to_proto(item: SyncProgress | SyncReport) -> retriever_pb2.SyncEvent:
+    if isinstance(item, SyncProgress):
+        return retriever_pb2.SyncEvent(
+            progress=retriever_pb2.SyncProgress(
+                phase=item.phase,
+                done=item.done,
+                total=item.total,
+                source=sync_source_to_proto(item.source),
+            )
+        )
+    return retriever_pb2.SyncEvent(
+        report=retriever_pb2.SyncReport(
+            collection=item.collection,
+            delta=sync_delta_to_proto(item.delta),
+            sources=[sync_source_to_proto(s) for s in item.sources],
+            chunks_written=item.chunks_written,
+            dry_run=item.dry_run,
+            complete=item.complete,
+            cancelled=item.cancelled,
+            seconds=item.seconds,
+        )
+    )

@@ -56,6 +56,18 @@ class CollectionSpec:
     (``source_id``, ``doc_type``, ``title``, ``url``, ...) or user metadata keys."""
     embedder_model: str = ""
     """Which embedder model filled it (from the embedder's Info)."""
+    default_access: tuple[str, ...] = ("public",)
+    """The access list of a document ingested without one (``public``, ``user:<id>``,
+    ``group:<name>``); see ``access``."""
+    restricted: bool = False
+    """A caller without an identity (no tenant, no end user) is refused outright
+    (PERMISSION_DENIED) instead of seeing the public documents only."""
+    tenant: str = "public"
+    """The tenant that owns it (the creating key's); the gateway shows a collection to
+    that tenant's keys only. Specs stored before tenants read as ``public``."""
+    multi_vector_dims: int = 0
+    """Width of the stored ColBERT multi-vectors (BGE-M3), kept for late interaction
+    (``late_interaction.py``); 0 = the model has none and none are stored."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,14 @@ class Chunk:
     metadata: Mapping[str, str] = field(default_factory=dict)
     created_at: float = 0.0
     """Unix seconds."""
+    access: tuple[str, ...] = ()
+    """Who may see it (``public``, ``user:<id>``, ``group:<name>``); empty = the
+    collection's ``default_access`` when it is written. Write-only: reads enforce it
+    and leave it empty."""
+    doc_span: tuple[int, int] | None = None
+    """[start, end) of ``text`` in its document's text (the source's chunk texts
+    joined, see ``groundwire_core.document_text``); None for chunks stored before
+    ingest recorded it."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,8 @@ class ChunkVectors:
 
     dense: tuple[float, ...] | None = None
     sparse: SparseVec | None = None
+    multi: tuple[tuple[float, ...], ...] | None = None
+    """One ColBERT vector per token, for collections with ``multi_vector_dims``."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,19 @@ class SearchQuery:
     embedder_model: str = ""
     """The model that made ``dense`` and ``sparse``; "" = not checked against the
     collection's."""
+    access: tuple[str, ...] | None = None
+    """The caller's access entries: only chunks whose access list shares one are
+    seen, on every path and in every count; None = no filter (the retriever's own
+    callers and tenant admins). Set by the service from the caller's identity."""
+    group_by_source: bool = False
+    """One hit per source (document): its best chunk, with the number of its chunks
+    that matched and their headings (``grouping``); ``limit`` counts sources."""
+    multi: tuple[tuple[float, ...], ...] | None = None
+    """The query's ColBERT vectors (one per token), for late interaction."""
+    late_interaction_depth: int = 0
+    """After fusion, rescore the top this-many candidates by MaxSim between ``multi``
+    and their stored multi-vectors (``late_interaction``); 0 = off. Skipped, with the
+    reason in ``SearchResult.late_interaction``, when either side has none."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +177,12 @@ class Hit:
     """1-based rank in each path that found this chunk."""
     path_scores: Mapping[SearchPath, float]
     """Raw score in each path that found this chunk."""
+    matching_chunks: int = 0
+    """With ``group_by_source``: how many of the source's chunks matched (this one
+    included); 0 for a chunk-level search."""
+    other_headings: tuple[str, ...] = ()
+    """With ``group_by_source``: the headings (" > "-joined paths) of the source's
+    other matching chunks, best first, each once."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +202,19 @@ class SearchResult:
 
     hits: tuple[Hit, ...]
     paths: tuple[PathReport, ...]
+    late_interaction: LateInteractionReport | None = None
+    """What the MaxSim rescoring did; None when the query did not ask for it."""
+
+
+@dataclass(frozen=True)
+class LateInteractionReport:
+    """The MaxSim rescoring of the fused candidates: how many it reordered and its
+    time, or why it was skipped (the fused order then stands)."""
+
+    rescored: int
+    ms: float
+    skipped: bool = False
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,18 @@ import grpc
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel
-from groundwire_retriever import convert
+from groundwire_retriever import convert, convert_jobs
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy
 from groundwire_retriever.ingest.sandbox import ParseSandbox
+from groundwire_retriever.jobs.runner import JobRunner
+from groundwire_retriever.jobs.store import JobStore
 from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
-from groundwire_retriever.store import EdgeStore, QdrantServerStore, VectorStore
+from groundwire_retriever.store import EdgeStore, VectorStore
+from groundwire_retriever.store_wiring import qdrant_store
+from groundwire_retriever.sync import sync_events
 
 
 class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
@@ -25,11 +30,15 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name,
     )
 
-    def __init__(self, settings: RetrieverSettings) -> None:
+    def __init__(self, settings: RetrieverSettings, *, store: VectorStore | None = None) -> None:
+        """``store``: one built by the caller instead of from the settings (tests that
+        run two replicas on one qdrant-client local-mode instance)."""
         self._settings = settings
+        self._given_store = store
         self._channel: grpc.aio.Channel | None = None
         self._core: RetrieverCore | None = None
         self._sandbox: ParseSandbox | None = None
+        self._jobs: JobRunner | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(self, server)
@@ -44,7 +53,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             memory_budget_bytes=s.parse_memory_budget_mib << 20,
         )
         self._core = RetrieverCore(
-            self._store(),
+            self._given_store or self._store(),
             EmbedderClient(self._channel),
             policy=ChunkingPolicy(
                 min_tokens=s.chunk_min_tokens,
@@ -55,16 +64,19 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             embed_batch=s.embed_batch,
             optimize_after_chunks=s.optimize_after_chunks,
             sandbox=self._sandbox,
+            keep_multi_vectors=s.keep_multi_vectors,
         )
         await self._core.start()
+        jobs_path = s.jobs_path or s.data_path / ".jobs"  # beside the collections
+        self._jobs = JobRunner(self._core, JobStore(jobs_path), sync_roots=s.sync_roots)
+        await self._jobs.start()
 
     def _store(self) -> VectorStore:
         """A Qdrant server (or qdrant-client's local mode) when QDRANT_URL is set,
         else the embedded engine on DATA_PATH."""
         s = self._settings
         if s.qdrant_url:
-            api_key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-            return QdrantServerStore(s.qdrant_url, api_key=api_key, timeout_s=s.qdrant_timeout_s)
+            return qdrant_store(s, s.qdrant_url)
         return EdgeStore(
             s.data_path,
             search_threads=s.search_threads,
@@ -72,6 +84,8 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         )
 
     async def stop(self) -> None:
+        if self._jobs is not None:  # running jobs stop at a document boundary first
+            await self._jobs.stop()
         if self._core is not None:
             await self._core.stop()
         if self._sandbox is not None:
@@ -94,7 +108,13 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def CreateCollection(
         self, request: retriever_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.Collection:
-        await self.core.create_collection(request.name, list(request.filterable))
+        await self.core.create_collection(
+            request.name,
+            list(request.filterable),
+            default_access=list(request.default_access),
+            restricted=request.restricted,
+            tenant=request.tenant,
+        )
         return convert.collection_to_proto(await self.core.describe(request.name))
 
     async def ListCollections(
@@ -155,6 +175,57 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             )
         )
 
+    @property
+    def jobs(self) -> JobRunner:
+        if self._jobs is None:
+            raise RuntimeError("the retriever is not started")
+        return self._jobs
+
+    async def StartJob(
+        self, request: retriever_pb2.StartJobRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.Job:
+        kind = request.WhichOneof("job")
+        if kind == "sync":
+            definition = convert.sync_definition_from_proto(request.sync)
+            return convert_jobs.job_to_proto(
+                await self.jobs.start_sync(request.collection, definition)
+            )
+        if kind != "ingest":
+            raise InvalidInput("StartJob: send the job (ingest or sync)")
+        spec = request.ingest
+        job = await self.jobs.start_ingest(
+            request.collection,
+            [convert.document_from_proto(d) for d in spec.documents],
+            create=spec.create_collection,
+            full_reindex=spec.full_reindex,
+        )
+        return convert_jobs.job_to_proto(job)
+
+    async def GetJob(
+        self, request: retriever_pb2.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.Job:
+        return convert_jobs.job_to_proto(await self.jobs.get(request.id))
+
+    async def WatchJob(
+        self, request: retriever_pb2.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[retriever_pb2.Job]:
+        async with contextlib.aclosing(self.jobs.watch(request.id)) as updates:
+            async for job in updates:
+                yield convert_jobs.job_to_proto(job, documents=job.state.final)
+
+    async def CancelJob(
+        self, request: retriever_pb2.CancelJobRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.Job:
+        return convert_jobs.job_to_proto(await self.jobs.cancel(request.id))
+
+    async def ListJobs(
+        self, request: retriever_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.ListJobsResponse:
+        jobs = await self.jobs.recent(request.collection, request.limit or 100)
+        return retriever_pb2.ListJobsResponse(
+            jobs=[convert_jobs.job_to_proto(j, documents=False) for j in jobs]
+        )
+
     async def Upsert(
         self, request: retriever_pb2.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.UpsertResponse:
@@ -199,6 +270,10 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         response = retriever_pb2.SearchResponse(
             paths=[convert.path_report_to_proto(p) for p in result.paths]
         )
+        if result.late_interaction is not None:
+            response.late_interaction.CopyFrom(
+                convert.late_interaction_to_proto(result.late_interaction)
+            )
         for hit in result.hits:
             convert.hit_to_proto(hit, response.hits.add())
         timing = response.timing
@@ -226,3 +301,18 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             collections=len(specs),
             storage_warning=self.core.storage_warning(),
         )
+
+    async def Sync(
+        self, request: retriever_pb2.SyncRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[retriever_pb2.SyncEvent]:
+        events = sync_events(
+            self.core,
+            request.collection,
+            convert.sync_definition_from_proto(request.definition),
+            dry_run=request.dry_run,
+            folder_roots=self._settings.sync_roots,
+        )
+        # aclosing: a caller that goes away cancels the sync between sources now
+        async with contextlib.aclosing(events):
+            async for item in events:
+                yield convert.sync_event_to_proto(item)

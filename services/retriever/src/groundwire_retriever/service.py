@@ -14,7 +14,15 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from groundwire_core.clients.embedder import EmbedderClient, EmbedderInfo
-from groundwire_core.errors import AlreadyExists, GroundwireError, InvalidInput, NotFound
+from groundwire_core.errors import (
+    AlreadyExists,
+    GroundwireError,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+)
+from groundwire_core.identity import current_identity
+from groundwire_retriever.access import caller_access, parse_access
 from groundwire_retriever.domain import (
     Chunk,
     ChunkVectors,
@@ -63,6 +71,9 @@ class IngestSummary:
     outcomes: tuple[DocumentOutcome, ...]
     chunks_written: int
     seconds: float
+    cancelled: bool = False
+    """Stopped by ``cancelled()`` before every document was done (a full re-index
+    then switched nothing)."""
 
 
 class RetrieverCore:
@@ -77,13 +88,17 @@ class RetrieverCore:
         embed_batch: int = 32,
         optimize_after_chunks: int = 10_000,
         sandbox: ParseSandbox | None = None,
+        keep_multi_vectors: bool = False,
     ) -> None:
+        """``keep_multi_vectors``: collections created (or fully re-indexed) while the
+        embedder's model has ColBERT vectors keep them, for late interaction."""
         self._store = store
         self._embedder = embedder
         self._policy = policy or ChunkingPolicy()
         self._embed_batch = embed_batch
         self._optimize_after = optimize_after_chunks
         self._sandbox = sandbox  # parses under a budget; None: in this process's threads
+        self._keep_multi = keep_multi_vectors
         self._unindexed: dict[str, int] = {}  # chunks written since the last optimize
 
     @property
@@ -145,10 +160,24 @@ class RetrieverCore:
         return self._store.storage_warning()
 
     async def create_collection(
-        self, name: str, extra_filterable: Sequence[str] = ()
+        self,
+        name: str,
+        extra_filterable: Sequence[str] = (),
+        *,
+        default_access: Sequence[str] = (),
+        restricted: bool = False,
+        tenant: str = "",
     ) -> CollectionSpec:
-        """Creates ``name`` sized for the embedder's model. Raises AlreadyExists, Unavailable."""
-        spec = await self._new_spec(name, extra_filterable)
+        """Creates ``name`` sized for the embedder's model, with the access list of
+        documents ingested without one (empty = public). Raises AlreadyExists,
+        Unavailable, InvalidInput for a malformed access entry."""
+        access = parse_access(default_access, "default_access") or ("public",)
+        spec = replace(
+            await self._new_spec(name, extra_filterable),
+            default_access=access,
+            restricted=restricted,
+            tenant=tenant or "public",
+        )
         await asyncio.to_thread(self._store.create_collection, spec)
         return spec
 
@@ -159,6 +188,7 @@ class RetrieverCore:
             dense_dims=info.dense_dims,
             learned_sparse="sparse" in info.outputs,
             bm25=True,
+            multi_vector_dims=_multi_dims(info, self._keep_multi),
             filterable=tuple(dict.fromkeys((*BASE_FILTERABLE, *extra_filterable))),
             embedder_model=info.model_id,
         )
@@ -187,12 +217,35 @@ class RetrieverCore:
         raise NotFound(f"collection {name!r} does not exist")
 
     async def describe(self, name: str) -> CollectionStats:
-        return await asyncio.to_thread(self._store.describe, name)
+        """The collection's spec and what the caller may see of it: counts of the
+        chunks and sources its access entries reach (zeros in a restricted collection
+        for a caller without an end user). Raises NotFound."""
+        spec = await self.spec(name)
+        try:
+            access = caller_access(spec, current_identity())
+        except PermissionDenied:
+            return CollectionStats(spec, chunks=0, sources=0)
+        return await asyncio.to_thread(self._store.describe, name, access=access)
+
+    def _access(self, name: str) -> tuple[str, ...] | None:
+        """The caller's access entries in ``name`` (see ``access.caller_access``),
+        from the identity the request carries. Raises PermissionDenied. Inline: the
+        store's spec list is in memory, and a thread hop costs a small search ~0.65 ms;
+        a missing collection is left to the store's own NotFound."""
+        identity = current_identity()
+        for spec in self._store.list_collections():
+            if spec.name == name:
+                return caller_access(spec, identity)
+        return caller_access(CollectionSpec(name=name, dense_dims=1), identity)
 
     async def drop_collection(self, name: str) -> None:
         await asyncio.to_thread(self._store.drop_collection, name)
 
     async def search(self, name: str, query: SearchQuery) -> SearchResult:
+        """Hybrid search as the caller: the access filter from its identity is applied
+        inside every path (whatever ``query.access`` said). Raises NotFound,
+        PermissionDenied, InvalidInput."""
+        query = replace(query, access=self._access(name))
         if (
             self._store.engine == "edge"
             and query.path_limit * len(query.paths) <= INLINE_CANDIDATES
@@ -208,18 +261,21 @@ class RetrieverCore:
         self, name: str, *, page_token: str = "", limit: int = 100
     ) -> SourcePage:
         """A page of the collection's sources (see ``VectorStore.list_sources``).
-        Raises InvalidInput, NotFound."""
+        Raises InvalidInput, NotFound, PermissionDenied (the caller's access applies)."""
+        access = self._access(name)
         return await asyncio.to_thread(
-            self._store.list_sources, name, page_token=page_token, limit=limit
+            self._store.list_sources, name, page_token=page_token, limit=limit, access=access
         )
 
     async def read_source(
         self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
     ) -> SourceChunks:
         """A source's chunks in document order (see ``VectorStore.read_source``).
-        Raises InvalidInput, NotFound."""
+        Raises InvalidInput, NotFound (also for a source the caller may not see),
+        PermissionDenied."""
+        access = self._access(name)
         return await asyncio.to_thread(
-            self._store.read_source, name, source_id, offset=offset, limit=limit
+            self._store.read_source, name, source_id, offset=offset, limit=limit, access=access
         )
 
     async def upsert(self, name: str, chunks: Sequence[tuple[Chunk, ChunkVectors]]) -> int:
@@ -242,6 +298,7 @@ class RetrieverCore:
         *,
         create: bool = False,
         full_reindex: bool = False,
+        cancelled: Callable[[], bool] | None = None,
     ) -> AsyncGenerator[IngestTick | IngestSummary, None]:
         """Ingests documents one by one, yielding a tick per document then a summary.
 
@@ -252,7 +309,12 @@ class RetrieverCore:
         is cancelled, the old generation keeps serving. A bad document is skipped with
         its reason; the rest go in. Raises NotFound when the collection is missing and
         ``create`` is false, AlreadyExists when a full re-index of it is running.
+
+        ``cancelled`` is polled before each document and before a document is written:
+        once it answers True the ingest stops, the document in flight is dropped
+        unwritten, and the summary says ``cancelled`` (an ingest job's cancel).
         """
+        stop = cancelled or _never
         started = time.perf_counter()
         missing = False
         try:
@@ -278,26 +340,33 @@ class RetrieverCore:
         generation: str | None = None
         info = await self._embedder.info()  # the model as it is now, asked once
         if full_reindex:
-            spec = _next_spec(spec, info)
+            spec = _next_spec(spec, info, self._keep_multi)
             generation = await asyncio.to_thread(self._store.begin_reindex, spec)
         else:  # refused up front rather than document by document
             check_model(spec, info.model_id, "the embedder's vectors")
         policy = self._policy_for_model(info)
         outcomes: list[DocumentOutcome] = []
         written = 0
+        stopped = False
         try:
             for done, doc in enumerate(documents, start=1):
                 try:
-                    outcome = await self._ingest_one(
-                        spec, doc, generation, policy, ensure_collection
-                    )
+                    found = None
+                    if not stop():
+                        found = await self._ingest_one(
+                            spec, doc, generation, policy, ensure_collection, stop
+                        )
                 except InvalidInput as error:
-                    outcome = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
+                    found = DocumentOutcome(doc.source_id, "skipped", reason=error.message)
+                if found is None:  # cancelled: nothing of this document was written
+                    stopped = True
+                    break
+                outcome = found
                 if outcome.status in ("ingested", "updated"):
                     written += outcome.chunks
                 outcomes.append(outcome)
                 yield IngestTick(done, len(documents), outcome)
-            if generation is not None:
+            if generation is not None and not stopped:
                 await asyncio.to_thread(self._store.commit_reindex, name, generation)
                 generation = None
         finally:
@@ -306,7 +375,16 @@ class RetrieverCore:
                 # generation. Called directly: a cancelled task cannot await a thread.
                 self._store.abort_reindex(name, generation)
         await self._wrote(name, written)
-        yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started)
+        yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started, stopped)
+
+    async def prepare(self, doc: DocumentInput) -> list[Chunk]:
+        """The chunks ``ingest`` would store for ``doc`` now (same policy, parser
+        sandbox and content hashes), neither embedded nor written: a sync compares them
+        with the stored source. Raises InvalidInput for a refused document."""
+        policy = self._policy_for_model(await self._embedder.info())
+        return await prepare_chunks(
+            doc, policy, count_tokens=self._embedder.count_tokens, sandbox=self._sandbox
+        )
 
     def _policy_for_model(self, info: EmbedderInfo) -> ChunkingPolicy:
         """The chunking policy capped at what the embedder reads: text past its
@@ -328,9 +406,15 @@ class RetrieverCore:
         generation: str | None,
         policy: ChunkingPolicy,
         ensure_collection: Callable[[], Awaitable[None]],
-    ) -> DocumentOutcome:
+        stop: Callable[[], bool],
+    ) -> DocumentOutcome | None:
+        """The document's outcome; None when ``stop()`` turned True before it was written."""
         chunks = await prepare_chunks(
-            doc, policy, count_tokens=self._embedder.count_tokens, sandbox=self._sandbox
+            doc,
+            policy,
+            count_tokens=self._embedder.count_tokens,
+            sandbox=self._sandbox,
+            keep_properties=spec.filterable,  # front matter the collection filters on
         )
         await ensure_collection()
         stored: dict[str, str] = {}
@@ -340,7 +424,9 @@ class RetrieverCore:
             stored = await asyncio.to_thread(self._store.source_hashes, spec.name, doc.source_id)
             if stored == {c.chunk_id: c.content_hash for c in chunks}:
                 return DocumentOutcome(doc.source_id, "unchanged", chunks=len(chunks))
-        vectors = await self._embed([c.text for c in chunks], spec)
+        vectors = await self._embed([c.text for c in chunks], spec, stop)
+        if stop():
+            return None
         # One thread does both steps: if this task is cancelled meanwhile, the thread
         # still publishes (or discards) what it staged, leaving no hidden orphans.
         await asyncio.to_thread(
@@ -367,12 +453,19 @@ class RetrieverCore:
             self._store.discard_source(staged)
             raise
 
-    async def _embed(self, texts: Sequence[str], spec: CollectionSpec) -> list[ChunkVectors]:
+    async def _embed(
+        self, texts: Sequence[str], spec: CollectionSpec, stop: Callable[[], bool] | None = None
+    ) -> list[ChunkVectors]:
         """Vectors for ``spec``'s collection; InvalidInput when the embedder now serves
-        another model than the collection was indexed with."""
+        another model than the collection was indexed with. Stops early (fewer vectors)
+        once ``stop()`` answers True: the caller drops them."""
         outputs = ("dense", "sparse") if spec.learned_sparse else ("dense",)
+        if spec.multi_vector_dims:  # kept for late interaction (late_interaction.py)
+            outputs = (*outputs, "multi_vector")
         vectors: list[ChunkVectors] = []
         for start in range(0, len(texts), self._embed_batch):
+            if stop is not None and stop():
+                break
             batch = texts[start : start + self._embed_batch]
             embedded = await self._embedder.embed(batch, query=False, outputs=outputs)
             if embedded:  # one reply, one model
@@ -383,11 +476,16 @@ class RetrieverCore:
                     if emb.sparse is not None
                     else None
                 )
-                vectors.append(ChunkVectors(dense=emb.dense, sparse=sparse))
+                multi = emb.multi_vector if spec.multi_vector_dims and emb.multi_vector else None
+                vectors.append(ChunkVectors(dense=emb.dense, sparse=sparse, multi=multi))
         return vectors
 
 
-def _next_spec(spec: CollectionSpec, info: EmbedderInfo) -> CollectionSpec:
+def _never() -> bool:
+    return False
+
+
+def _next_spec(spec: CollectionSpec, info: EmbedderInfo, keep_multi: bool) -> CollectionSpec:
     """The spec of a re-index: the embedder's model as it is now (it may have changed
     since the collection was created), the collection's filter fields."""
     return replace(
@@ -395,4 +493,12 @@ def _next_spec(spec: CollectionSpec, info: EmbedderInfo) -> CollectionSpec:
         dense_dims=info.dense_dims,
         learned_sparse="sparse" in info.outputs,
         embedder_model=info.model_id,
+        multi_vector_dims=_multi_dims(info, keep_multi),
     )
+
+
+def _multi_dims(info: EmbedderInfo, keep: bool) -> int:
+    """The ColBERT width a new collection (or generation) keeps: with ``keep``, the
+    model's when it produces multi-vectors (BGE-M3); 0 otherwise (nothing extra stored).
+    Off by default: one 512-token chunk's vectors at 1,024 dims take 2 MiB."""
+    return info.multi_vector_dims if keep and "multi_vector" in info.outputs else 0

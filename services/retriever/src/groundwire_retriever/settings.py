@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from groundwire_core.settings import ServiceSettings
@@ -20,6 +21,13 @@ class RetrieverSettings(ServiceSettings):
     port: int = Field(50053, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
     data_path: Path = Field(
         Path("var/qdrant"), description="Folder of the embedded Qdrant engine (qdrant-edge)."
+    )
+    jobs_path: Path | None = Field(
+        None,
+        description="Folder of the ingest and sync jobs (a SQLite database, and each "
+        "queued job's documents until it ends); unset: DATA_PATH/.jobs. Keep it where "
+        "the collections are written: a job's state outlives gateway and retriever "
+        "restarts, and a job a crash interrupted is reported failed on the next start.",
     )
     min_free_disk_mib: int = Field(
         DEFAULT_MIN_FREE_MIB,
@@ -43,8 +51,77 @@ class RetrieverSettings(ServiceSettings):
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key of the Qdrant server.")
     qdrant_timeout_s: int = Field(10, ge=1, le=600, description="Qdrant server request timeout.")
+    qdrant_shards: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Qdrant server: shards of each collection (shard_number), spread over "
+        "the cluster's nodes; set it at or above the node count to use them all. Applies "
+        "to collections created (or fully re-indexed) from then on.",
+    )
+    qdrant_replication_factor: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Qdrant server: copies of each shard on distinct nodes "
+        "(replication_factor). 2 keeps every shard searchable while one node is down.",
+    )
+    qdrant_write_consistency: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Qdrant server: replicas that must apply a write before it is "
+        "acknowledged (write_consistency_factor); at most the replication factor. With "
+        "1 a write succeeds while one replica of a shard is down.",
+    )
+    qdrant_read_consistency: Literal["1", "majority", "quorum", "all"] = Field(
+        "1",
+        description="Qdrant server: replicas of a shard a search and a payload read ask "
+        "(read_consistency): 1 answers from any live replica (fastest, may lag a write "
+        "by its replication delay); majority, quorum or all wait for more and fail "
+        "while too few are up.",
+    )
+    replicas: bool = Field(
+        False,
+        description="Qdrant server: several retriever replicas share it (docs/replicas.md). "
+        "Writes to a collection take its lease in the server (fencing token), and each "
+        "replica re-reads the collections' revision state every REPLICA_REFRESH_S. Off: "
+        "one retriever process writes and serves (the embedded engine always).",
+    )
+    replica_refresh_s: float = Field(
+        1.0, gt=0, le=60, description="Replicas: seconds between re-reads of the shared state."
+    )
+    replica_stale_after_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="Replicas: a replica whose last successful re-read is older stops "
+        "serving the collection (UNAVAILABLE) until it can read it again.",
+    )
+    replica_grace_s: float = Field(
+        7.0,
+        gt=0,
+        le=600,
+        description="Replicas: how long a writer waits after changing what is hidden "
+        "before it writes under a hidden revision or deletes replaced chunks; above "
+        "REPLICA_STALE_AFTER_S, and a read that outlasts it (from when its view was "
+        "read) is refused with UNAVAILABLE (each re-ingest pays it twice).",
+    )
+    replica_lease_s: float = Field(
+        15.0,
+        gt=0,
+        le=600,
+        description="Replicas: the write lease's term; a writer that dies holds it this "
+        "long (each state save renews it; a finished write releases it at once).",
+    )
     embedder_addr: str = Field("127.0.0.1:50051", description="gRPC address of the embedder.")
     embed_batch: int = Field(32, ge=1, le=256, description="Chunks embedded per embedder call.")
+    keep_multi_vectors: bool = Field(
+        False,
+        description="Collections created or fully re-indexed while the embedder's model has "
+        "ColBERT multi-vectors (BGE-M3) store them, for late interaction (the orchestrator's "
+        "LATE_INTERACTION). Large: tokens x 1024 float32 per chunk (2 MiB at 512 tokens).",
+    )
     chunk_min_tokens: int = Field(300, ge=16, description="Chunks are packed to at least this.")
     chunk_max_tokens: int = Field(800, ge=32, description="Chunks never exceed this.")
     chunk_overlap_tokens: int = Field(50, ge=0, description="Tokens repeated between chunks.")
@@ -77,7 +154,7 @@ class RetrieverSettings(ServiceSettings):
         ge=1,
         le=64,
         description="Worker processes that parse and chunk documents, each document "
-        "under the budgets below (ingest/sandbox.py); started at the first ingest, ~45 MB "
+        "under the budgets below (ingest/sandbox.py); started at the first ingest, ~70 MB "
         "resident each. More let concurrent ingest requests parse in parallel.",
     )
     parse_time_budget_s: float = Field(
@@ -97,3 +174,24 @@ class RetrieverSettings(ServiceSettings):
         "reason. 9 MiB of plain text fit in 256 MiB; large HTML pages need the most "
         "(the parsed tree).",
     )
+    sync_roots: tuple[Path, ...] = Field(
+        (),
+        description="Folders a folder or git sync may read (the folder given and every "
+        "file in it must be under one); empty = any folder this process can read, for "
+        "a single-user machine. Set it wherever the admin API is reachable by others "
+        "(the Kubernetes manifests set it to the mounted sources volume). JSON list.",
+    )
+
+    @model_validator(mode="after")
+    def _replicas_and_cluster_agree(self) -> RetrieverSettings:
+        """Replicas need refresh < stale-after < grace (docs/replicas.md); a write
+        cannot wait for more copies than a shard has."""
+        if self.replicas and not (
+            self.replica_refresh_s < self.replica_stale_after_s < self.replica_grace_s
+        ):
+            raise ValueError(
+                "REPLICA_REFRESH_S < REPLICA_STALE_AFTER_S < REPLICA_GRACE_S must hold"
+            )
+        if self.qdrant_write_consistency > self.qdrant_replication_factor:
+            raise ValueError("QDRANT_WRITE_CONSISTENCY exceeds QDRANT_REPLICATION_FACTOR")
+        return self

@@ -2,19 +2,26 @@
 
 Markdown passes through with its front matter (PyYAML) split off; plain text is
 kept as paragraphs; HTML becomes Markdown (``html_parser``: lxml picks the
-page's main content, html-to-markdown converts it); PDF becomes one paragraph per
-page (``pdf_parser``: pypdf). A document that cannot be read raises InvalidInput
-with the reason the ingest report shows; the rest of a batch goes in.
+page's main content, html-to-markdown converts it); PDF becomes paragraphs, with
+headings where its fonts show them (``pdf_parser``: pypdf). reStructuredText
+(``rst_parser``: docutils), DOCX and PPTX (``office_parser``: python-docx,
+python-pptx), Jupyter notebooks (``notebook_parser``) and EPUB (``epub_parser``)
+become Markdown with their headings, code and tables, and their document
+properties (author, dates, tags) in place of front matter. A document that cannot
+be read raises InvalidInput with the reason the ingest report shows; the rest of a
+batch goes in.
 
 Everything here reads untrusted bytes: no pattern that backtracks, front matter
-bounded in size and depth with YAML anchors refused, and titles capped. The service
-also runs all of it in a worker process under a time and memory budget
-(``sandbox``), for what a third-party parser may still do.
+bounded in size and depth with YAML anchors refused, zip containers checked before
+they are unpacked (``archive``), and titles capped. The service also runs all of it
+in a worker process under a time and memory budget (``sandbox``), for what a
+third-party parser may still do.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -22,12 +29,17 @@ import yaml
 
 from groundwire_core.errors import InvalidInput
 from groundwire_retriever.ingest.chunker import parse_heading
+from groundwire_retriever.ingest.epub_parser import parse_epub
 from groundwire_retriever.ingest.html_parser import decode_html, parse_html
+from groundwire_retriever.ingest.markup import Extracted
+from groundwire_retriever.ingest.notebook_parser import parse_notebook
+from groundwire_retriever.ingest.office_parser import parse_docx, parse_pptx
 from groundwire_retriever.ingest.pdf_parser import parse_pdf
+from groundwire_retriever.ingest.rst_parser import parse_rst
 
 log = logging.getLogger("groundwire.retriever")
 
-FORMATS = ("markdown", "text", "html", "pdf")
+FORMATS = ("markdown", "text", "html", "pdf", "rst", "docx", "pptx", "notebook", "epub")
 _SUFFIXES = {
     ".md": "markdown",
     ".markdown": "markdown",
@@ -36,6 +48,20 @@ _SUFFIXES = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".rst": "rst",
+    ".rest": "rst",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".ipynb": "notebook",
+    ".epub": "epub",
+}
+# Parsers that read the bytes themselves (zip containers; a notebook's JSON), so the
+# text checks below (control characters, UTF-8) are theirs to make.
+_BYTE_PARSERS: dict[str, Callable[[bytes], Extracted]] = {
+    "docx": parse_docx,
+    "pptx": parse_pptx,
+    "epub": parse_epub,
+    "notebook": parse_notebook,
 }
 # Front matter is read line by line, not with a pattern: ``\A---\s*\n(.*?)\n---``
 # took 11 s on 40 KB of newlines after the opening line. Its size and nesting are
@@ -57,7 +83,9 @@ class ParsedDocument:
     body: str
     """Markdown (headings as ATX '#' lines) or plain paragraphs (see ``markdown``)."""
     front_matter: dict[str, str] = field(default_factory=dict)
-    """Markdown front matter as written; empty for other formats."""
+    """Markdown front matter as written, or the document's properties in its place
+    (DOCX/PPTX core properties, PDF information, reStructuredText bibliographic
+    fields, notebook and EPUB metadata): ``author``, ``created``, ``tags``, ..."""
     summary: str = ""
     """Front matter ``summary``/``description``, HTML meta description, PDF subject."""
     url: str = ""
@@ -91,9 +119,12 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
         return ParsedDocument(
             title=_title(title or pdf.title or stem),
             body=pdf.text,
+            front_matter=pdf.properties,
             summary=pdf.summary,
-            markdown=False,
+            markdown=pdf.markdown,
         )
+    if fmt in _BYTE_PARSERS:
+        return _structured(_BYTE_PARSERS[fmt](content), title, stem)
     _refuse_binary(content)
     if fmt == "html":
         try:
@@ -118,6 +149,8 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
     except UnicodeDecodeError as error:
         raise InvalidInput(f"the content is not valid UTF-8 (byte {error.start})") from None
     text = text.replace("\r\n", "\n")
+    if fmt == "rst":
+        return _structured(parse_rst(text), title, stem)
     if fmt == "text":
         if not text.strip():
             raise InvalidInput("the document has no text")
@@ -137,6 +170,16 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
         summary=meta.get("summary") or meta.get("description", ""),
         url=meta.get("url", ""),
         doc_type=meta.get("type", ""),
+    )
+
+
+def _structured(doc: Extracted, title: str, stem: str) -> ParsedDocument:
+    """A document read by one of the structured-format parsers."""
+    return ParsedDocument(
+        title=_title(title or doc.title or _first_heading(doc.markdown) or stem),
+        body=doc.markdown,
+        front_matter=doc.properties,
+        summary=doc.summary,
     )
 
 
@@ -212,7 +255,15 @@ def _front_matter(raw: str) -> dict[str, str]:
     if not isinstance(loaded, dict):
         return {}
     # Bounded above: no aliases, at most MAX_FRONT_MATTER_CHARS of source.
-    return {str(k): str(v) for k, v in loaded.items() if v is not None}
+    return {str(k): _front_matter_value(v) for k, v in loaded.items() if v is not None}
+
+
+def _front_matter_value(value: object) -> str:
+    """A front-matter value as text: a list of scalars (``tags: [a, b]``) as "a, b",
+    the way document properties list keywords; anything else as Python writes it."""
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def _first_heading(text: str) -> str:

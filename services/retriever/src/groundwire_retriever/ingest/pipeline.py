@@ -10,11 +10,13 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, fields
 
+from groundwire_core.document_text import chunk_ranges
 from groundwire_core.errors import InvalidInput
 from groundwire_core.urls import is_web_url
+from groundwire_retriever.access import parse_access
 from groundwire_retriever.domain import Chunk
 from groundwire_retriever.ingest.chunker import (
     BatchTokenCounter,
@@ -30,6 +32,9 @@ _CHUNK_NAMESPACE = uuid.UUID("6f1c2b0e-8a1d-4e55-9a51-5b7d1f0a9c11")
 # and the gRPC message limit.
 _COUNT_BATCH_TEXTS = 128
 _COUNT_BATCH_CHARS = 1 << 20
+_CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
+# A kept property is a keyword in the payload index, not text to search.
+_MAX_PROPERTY_CHARS = 1_000
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class DocumentInput:
     doc_type: str = ""
     filename: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    access: tuple[str, ...] = ()
+    """Who may see it (``access.parse_access``); empty = the front matter's
+    ``access:`` list, else the collection's default."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,13 @@ async def prepare_chunks(
     *,
     count_tokens: BatchTokenCounter | None = None,
     sandbox: ParseSandbox | None = None,
+    keep_properties: Collection[str] = (),
 ) -> list[Chunk]:
     """The chunks of ``doc``; raises InvalidInput with a reason for the ingest report.
+
+    The document's front matter or properties (``ParsedDocument.front_matter``) named
+    in ``keep_properties`` (the collection's filterable fields) are stored as chunk
+    metadata, so searches can filter on them; ``doc.metadata`` wins over them.
 
     ``count_tokens`` sizes chunks in the embedding model's tokens (e.g.
     ``EmbedderClient.count_tokens``; its errors propagate); without it a word-based
@@ -163,7 +176,13 @@ async def prepare_chunks(
     # A URL the document declares (front matter, canonical link) is kept only when a
     # citation can safely link to it: no javascript:, data: or relative links.
     url = doc.url or (parsed.url if is_web_url(parsed.url) else "")
+    metadata = _kept_properties(parsed.front_matter, keep_properties) | dict(doc.metadata)
+    declared = doc.access or tuple(parsed.front_matter.get("access", "").split(","))
+    access = parse_access(declared, "the document's access list")
     now = time.time()
+    # the spans are a function of every chunk's text and index, which the chunk ids and
+    # hashes already cover: they stay out of the hash (see _content_hash)
+    spans = chunk_ranges([p.text for p in pieces])
     return [
         Chunk(
             chunk_id=str(uuid.uuid5(_CHUNK_NAMESPACE, f"{doc.source_id}\x00{p.index}\x00{h}")),
@@ -175,12 +194,27 @@ async def prepare_chunks(
             url=url,
             doc_type=doc.doc_type or parsed.doc_type,
             content_hash=h,
-            metadata=dict(doc.metadata),
+            metadata=dict(metadata),
             created_at=now,
+            access=access,
+            doc_span=span,
         )
-        for p in pieces
-        for h in [_content_hash(p, parsed.title, doc, url, parsed.doc_type, policy)]
+        for p, span in zip(pieces, spans, strict=True)
+        for h in [
+            _content_hash(p, parsed.title, doc, url, parsed.doc_type, metadata, policy, access)
+        ]
     ]
+
+
+def _kept_properties(properties: dict[str, str], keep: Collection[str]) -> dict[str, str]:
+    """The properties named in ``keep``, less the chunk's own fields (a front-matter
+    ``title`` is the chunk's title already, not metadata)."""
+    wanted = set(keep) - _CHUNK_FIELDS
+    return {
+        key: value[:_MAX_PROPERTY_CHARS]
+        for key, value in properties.items()
+        if key in wanted and value.strip()
+    }
 
 
 def _content_hash(
@@ -189,23 +223,31 @@ def _content_hash(
     doc: DocumentInput,
     parsed_url: str,
     parsed_doc_type: str,
+    metadata: dict[str, str],
     policy: ChunkingPolicy,
+    access: tuple[str, ...] = (),
 ) -> str:
     """SHA-256 over everything stored with a chunk and the chunking settings that made
-    it: a re-ingest that changes only a title, URL, type, metadata or the settings is
-    seen as a change and rewrites the source. Each field is length-prefixed, so no two
-    different records hash the same text."""
+    it: a re-ingest that changes only a title, URL, type, metadata, access list or the
+    settings is seen as a change and rewrites the source. Each field is
+    length-prefixed, so no two different records hash the same text. The chunk's
+    range in its document (``Chunk.doc_span``) is left out: it follows from the texts
+    and indexes of the source's chunks, which the ids and hashes compared on re-ingest
+    already cover, and leaving it out keeps sources stored before it existed
+    unchanged (their chunks have no span until the source changes)."""
     fields = [
         piece.text,
         title,
         *piece.heading_path,
         doc.url or parsed_url,
         doc.doc_type or parsed_doc_type,
-        *(part for item in sorted(doc.metadata.items()) for part in item),
+        *(part for item in sorted(metadata.items()) for part in item),
         f"{policy.min_tokens}/{policy.max_tokens}/{policy.overlap_tokens}",
+        # only when set, so the hashes of documents without one stay as they were
+        *(("access", *access) if access else ()),
     ]
     digest = hashlib.sha256()
-    digest.update(f"{len(piece.heading_path)}/{len(doc.metadata)}".encode())
+    digest.update(f"{len(piece.heading_path)}/{len(metadata)}".encode())
     for value in fields:
         data = value.encode()
         digest.update(f"{len(data)}:".encode())

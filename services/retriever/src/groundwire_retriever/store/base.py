@@ -86,8 +86,9 @@ class VectorStore(Protocol):
         """Every collection's spec, sorted by name."""
         ...
 
-    def describe(self, name: str) -> CollectionStats:
-        """A collection's spec and size (what readers see). ``NotFound`` if missing."""
+    def describe(self, name: str, *, access: Sequence[str] | None = None) -> CollectionStats:
+        """A collection's spec and size (what readers see; with ``access``, what a
+        caller holding those access entries sees). ``NotFound`` if missing."""
         ...
 
     def drop_collection(self, name: str) -> None:
@@ -139,17 +140,32 @@ class VectorStore(Protocol):
         re-ingest can tell an unchanged document."""
         ...
 
-    def list_sources(self, name: str, *, page_token: str = "", limit: int = 100) -> SourcePage:
-        """The sources readers see, sorted by id, ``limit`` (1..1000) after the source id
-        ``page_token``, with each one's chunk count and content hash. Counts and reads
-        every chunk of the page's sources: an admin call. ``InvalidInput`` for a bad
-        limit, ``NotFound`` for a missing collection."""
+    def list_sources(
+        self,
+        name: str,
+        *,
+        page_token: str = "",
+        limit: int = 100,
+        access: Sequence[str] | None = None,
+    ) -> SourcePage:
+        """The sources readers see (with ``access``: that such a caller sees), sorted
+        by id, ``limit`` (1..1000) after the source id ``page_token``, with each one's
+        chunk count and content hash. Counts and reads every chunk of the page's
+        sources: an admin call. ``InvalidInput`` for a bad limit, ``NotFound`` for a
+        missing collection."""
         ...
 
     def read_source(
-        self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
+        self,
+        name: str,
+        source_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 1000,
+        access: Sequence[str] | None = None,
     ) -> SourceChunks:
-        """A source's chunks as readers see them, in document order (``chunk_index``),
+        """A source's chunks as readers see them (with ``access``: NotFound unless such
+        a caller may see it), in document order (``chunk_index``),
         from ``offset``, at most ``limit`` (1..10000). ``NotFound`` when the collection
         or the source does not exist, ``InvalidInput`` for a bad offset or limit."""
         ...

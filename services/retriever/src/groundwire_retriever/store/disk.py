@@ -93,6 +93,8 @@ def estimated_bytes(points: Sequence[PointData]) -> int:
     raw = 0
     for point in points:
         raw += 4 * len(point.dense) + _POINT_OVERHEAD
+        if point.multi is not None:  # ColBERT: one f32 vector per token (~128 KB at 32x1024)
+            raw += 4 * sum(len(row) for row in point.multi)
         for sparse in (point.sparse, point.bm25):
             if sparse is not None:
                 raw += 8 * len(sparse.indices)  # u32 index + f32 weight

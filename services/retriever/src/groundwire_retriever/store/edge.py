@@ -61,6 +61,7 @@ from groundwire_retriever.store.engine import PointData, StoredCollection, Where
 from groundwire_retriever.store.payload import (
     BM25_VECTOR,
     DENSE_VECTOR,
+    MULTI_VECTOR,
     REVISION_KEY,
     SPARSE_VECTOR,
     SPEC_FORMAT,
@@ -121,6 +122,15 @@ def _filter(where: Where) -> qe.Filter | None:
     must: list[qe.ConditionType] = [
         qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in where.must
     ]
+    must += [
+        qe.Filter(
+            should=[
+                qe.FieldCondition(key, match=qe.MatchAny(list(values))),
+                qe.IsEmptyCondition(key),
+            ]
+        )
+        for key, values in where.must_or_missing
+    ]
     must_not: list[qe.ConditionType] = [
         qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in where.must_not
     ]
@@ -166,12 +176,21 @@ def shard_config(
         if quantize
         else None
     )
+    vectors = {
+        DENSE_VECTOR: qe.EdgeVectorParams(
+            spec.dense_dims, qe.Distance.Cosine, quantization_config=quantization
+        )
+    }
+    if spec.multi_vector_dims:
+        # read back for MaxSim rescoring only, never searched: no HNSW graph (m=0)
+        vectors[MULTI_VECTOR] = qe.EdgeVectorParams(
+            spec.multi_vector_dims,
+            qe.Distance.Cosine,
+            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        )
     return qe.EdgeConfig(
-        vectors={
-            DENSE_VECTOR: qe.EdgeVectorParams(
-                spec.dense_dims, qe.Distance.Cosine, quantization_config=quantization
-            )
-        },
+        vectors=vectors,
         sparse_vectors=sparse or None,
         payload_memory=qe.Memory.Cached,
         id_tracker_memory=qe.Memory.Cached,
@@ -599,6 +618,23 @@ class EdgeEngine:
             raise _engine_error(f"read results from {self._label(generation)}") from None
         return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]
 
+    def multi_vectors(
+        self, generation: str, ids: Sequence[Hashable]
+    ) -> dict[Hashable, list[list[float]]]:
+        wanted: list[qe.PointId] = [uuid.UUID(int=i) for i in ids]  # type: ignore[arg-type]
+        shard = self._shard(generation)
+        try:
+            records = shard.retrieve(wanted, False, [MULTI_VECTOR])
+        except Exception:
+            raise _engine_error(f"read vectors from {self._label(generation)}") from None
+        found: dict[Hashable, list[list[float]]] = {}
+        for r in records:
+            named = r.vector if isinstance(r.vector, dict) else {}
+            multi = named.get(MULTI_VECTOR)
+            if isinstance(multi, list) and multi:
+                found[r.id.int] = multi  # type: ignore[union-attr,assignment]
+        return found
+
     # ------------------------------------------------------------ internals
 
     @property
@@ -726,6 +762,8 @@ class EdgeEngine:
             named[SPARSE_VECTOR] = _sparse(point.sparse)
         if point.bm25 is not None:
             named[BM25_VECTOR] = _sparse(point.bm25)
+        if point.multi is not None:
+            named[MULTI_VECTOR] = point.multi
         return qe.Point(point.id, named, dict(point.payload))
 
 

@@ -30,13 +30,19 @@ class Where:
 
     must: tuple[tuple[str, tuple[str, ...]], ...] = ()
     must_not: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    must_or_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(key, any-of values) that also hold for a point without the key: how chunks
+    written before a field existed (the access list) keep their old meaning."""
 
     @property
     def empty(self) -> bool:
-        return not self.must and not self.must_not
+        return not self.must and not self.must_not and not self.must_or_missing
 
     def also(self, key: str, values: Sequence[str]) -> Where:
-        return Where((*self.must, (key, tuple(values))), self.must_not)
+        return Where((*self.must, (key, tuple(values))), self.must_not, self.must_or_missing)
+
+    def also_or_missing(self, key: str, values: Sequence[str]) -> Where:
+        return Where(self.must, self.must_not, (*self.must_or_missing, (key, tuple(values))))
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class PointData:
     sparse: SparseVec | None
     bm25: SparseVec | None
     payload: Mapping[str, Any]
+    multi: list[list[float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -159,4 +166,11 @@ class Engine(Protocol):
         self, generation: str, ids: Sequence[Hashable]
     ) -> dict[Hashable, Mapping[str, Any]]:
         """Payloads by the ids ``query`` gave; missing ids are left out."""
+        ...
+
+    def multi_vectors(
+        self, generation: str, ids: Sequence[Hashable]
+    ) -> dict[Hashable, list[list[float]]]:
+        """The stored ColBERT multi-vectors (``MULTI_VECTOR``) of the ids ``query``
+        gave; ids without one are left out (late interaction)."""
         ...

@@ -17,10 +17,13 @@ from groundwire_retriever.domain import Chunk, CollectionSpec, SearchPath
 from groundwire_retriever.store.bm25 import Bm25Settings
 
 __all__ = [
+    "ACCESS_KEY",
     "BM25_VECTOR",
     "CHUNK_FIELDS",
     "CHUNK_KEYWORD_FIELDS",
     "DENSE_VECTOR",
+    "DOC_SPAN_KEYS",
+    "MULTI_VECTOR",
     "REVISION_KEY",
     "SPARSE_VECTOR",
     "SPEC_FORMAT",
@@ -37,6 +40,8 @@ __all__ = [
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
 BM25_VECTOR = "bm25"
+MULTI_VECTOR = "colbert"
+"""The ColBERT multi-vectors (MaxSim), read back for late interaction only."""
 VECTOR_NAMES: Mapping[SearchPath, str] = {
     SearchPath.DENSE: DENSE_VECTOR,
     SearchPath.SPARSE: SPARSE_VECTOR,
@@ -45,6 +50,13 @@ VECTOR_NAMES: Mapping[SearchPath, str] = {
 
 REVISION_KEY = "revision"
 """Payload key of the per-source revision a point belongs to (see ``versioned``)."""
+
+ACCESS_KEY = "access"
+"""Payload key of a chunk's access list: a keyword array with its own payload index,
+so the mandatory access filter rides the index on every path."""
+
+DOC_SPAN_KEYS = ("doc_start", "doc_end")
+"""Payload keys of a chunk's [start, end) in its document text (``Chunk.doc_span``)."""
 
 # Chunk fields stored at the top level of the payload that can carry a keyword index.
 # Any other filterable name is a user metadata key, stored under ``metadata.<key>``.
@@ -65,8 +77,9 @@ def payload_key(field_name: str) -> str:
 
 def indexed_fields(spec: CollectionSpec) -> list[str]:
     """Payload keys with a keyword index: the revision and source id (every write and
-    cleanup filters on them), then the collection's filterable fields."""
-    keys = [REVISION_KEY, "source_id"]
+    cleanup filters on them), the access list (every caller's search does), then the
+    collection's filterable fields."""
+    keys = [REVISION_KEY, "source_id", ACCESS_KEY]
     keys.extend(payload_key(f) for f in spec.filterable if f != "source_id")
     return keys
 
@@ -78,7 +91,9 @@ def point_id(chunk_id: str, revision: str) -> str:
 
 
 def chunk_payload(chunk: Chunk, chunk_id: str) -> dict[str, Any]:
-    return {
+    # the span only when known: chunks written without one read back as None
+    span = {} if chunk.doc_span is None else dict(zip(DOC_SPAN_KEYS, chunk.doc_span, strict=True))
+    return span | {
         "chunk_id": chunk_id,
         "source_id": chunk.source_id,
         "text": chunk.text,
@@ -90,6 +105,7 @@ def chunk_payload(chunk: Chunk, chunk_id: str) -> dict[str, Any]:
         "content_hash": chunk.content_hash,
         "metadata": dict(chunk.metadata),
         "created_at": chunk.created_at,
+        ACCESS_KEY: list(chunk.access),
     }
 
 
@@ -105,8 +121,11 @@ CHUNK_FIELDS = (
     "content_hash",
     "metadata",
     "created_at",
+    "doc_start",
+    "doc_end",
 )
-"""The payload keys ``chunk_payload`` writes: what a read of whole chunks asks for."""
+"""The payload keys ``chunk_payload`` writes that a read of whole chunks asks for (the
+access list is enforced by the store, never returned)."""
 
 
 def chunk_from_payload(payload: Mapping[str, Any] | None) -> Chunk:
@@ -124,12 +143,22 @@ def chunk_from_payload(payload: Mapping[str, Any] | None) -> Chunk:
         content_hash=str(p.get("content_hash", "")),
         metadata={str(k): str(v) for k, v in metadata.items()},
         created_at=float(p.get("created_at", 0.0)),
+        doc_span=_doc_span(p),
     )
+
+
+def _doc_span(payload: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The chunk's range in its document text; None when it was stored without one."""
+    start, end = (payload.get(key) for key in DOC_SPAN_KEYS)
+    if start is None or end is None:
+        return None
+    return int(start), int(end)
 
 
 def spec_to_json(spec: CollectionSpec, bm25: Bm25Settings) -> dict[str, Any]:
     spec_dict = asdict(spec)
     spec_dict["filterable"] = list(spec.filterable)
+    spec_dict["default_access"] = list(spec.default_access)
     return {"spec": spec_dict, "bm25": asdict(bm25)}
 
 
@@ -143,6 +172,10 @@ def spec_from_json(doc: Mapping[str, Any]) -> tuple[CollectionSpec, Bm25Settings
         bm25=bool(s.get("bm25", True)),
         filterable=tuple(str(f) for f in s.get("filterable", ())),
         embedder_model=str(s.get("embedder_model", "")),
+        default_access=tuple(str(a) for a in s.get("default_access", ("public",))),
+        restricted=bool(s.get("restricted", False)),
+        tenant=str(s.get("tenant", "public")),
+        multi_vector_dims=int(s.get("multi_vector_dims", 0)),
     )
     b = doc.get("bm25") or {}
     defaults = Bm25Settings()

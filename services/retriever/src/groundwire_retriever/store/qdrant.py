@@ -13,6 +13,12 @@ request, which Qdrant applies atomically. Each generation's collection metadata 
 with that metadata and no alias pointing at it is a re-index that never switched:
 removed on open. The schema, payload and BM25 vectors are the ones ``EdgeStore``
 writes (built in ``payload``, ``bm25`` and ``versioned``).
+
+On a cluster, each generation is created with the ``ClusterLayout`` (shards,
+replication, write consistency) and read with its read consistency. With several
+retriever replicas (``replicas``), writes are coordinated through the server
+(``replicas``): that cleanup on open is then skipped, since a generation no alias
+points to may be another replica's re-index in progress.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import logging
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -35,12 +43,14 @@ from groundwire_retriever.store.engine import PointData, StoredCollection, Where
 from groundwire_retriever.store.payload import (
     BM25_VECTOR,
     DENSE_VECTOR,
+    MULTI_VECTOR,
     SPARSE_VECTOR,
     indexed_fields,
 )
+from groundwire_retriever.store.replicas import ReplicaPolicy, WriteLeases
 from groundwire_retriever.store.versioned import VersionedStore
 
-__all__ = ["QdrantEngine", "QdrantServerStore"]
+__all__ = ["ClusterLayout", "QdrantEngine", "QdrantServerStore"]
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +69,41 @@ def _filter(where: Where) -> models.Filter | None:
         models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
         for key, values in where.must
     ]
+    must += [
+        models.Filter(
+            should=[
+                models.FieldCondition(key=key, match=models.MatchAny(any=list(values))),
+                models.IsEmptyCondition(is_empty=models.PayloadField(key=key)),
+            ]
+        )
+        for key, values in where.must_or_missing
+    ]
     must_not: list[models.Condition] = [
         models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
         for key, values in where.must_not
     ]
     return models.Filter(must=must or None, must_not=must_not or None)
+
+
+_LOCKS: weakref.WeakKeyDictionary[QdrantClient, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _shared_lock(client: QdrantClient) -> threading.RLock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(client, threading.RLock())
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """How a generation's collection is laid out on a Qdrant cluster (settings
+    ``QDRANT_SHARDS``, ``QDRANT_REPLICATION_FACTOR``, ``QDRANT_WRITE_CONSISTENCY``,
+    ``QDRANT_READ_CONSISTENCY``); the defaults are a single node's."""
+
+    shard_number: int = 1
+    replication_factor: int = 1
+    write_consistency_factor: int = 1
+    read_consistency: models.ReadConsistencyType | int | None = None
 
 
 def _sparse(vec: SparseVec) -> models.SparseVector:
@@ -76,15 +116,31 @@ class QdrantEngine:
     kind = "qdrant"
     dependency = DEPENDENCY
 
-    def __init__(self, location: str, *, api_key: str | None = None, timeout_s: int = 10) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: int = 10,
+        cluster: ClusterLayout | None = None,
+        client: QdrantClient | None = None,
+        remove_orphans: bool = True,
+    ) -> None:
         self._location = location
         self._api_key = api_key
         self._timeout_s = timeout_s
+        self._cluster = cluster or ClusterLayout()
         self._local = not location.startswith(("http://", "https://"))
+        # a client passed in is the caller's (replicas in one process share local mode)
+        self._given = client
         self._client: QdrantClient | None = None
         self._current: dict[str, str] = {}
-        # local mode is plain Python objects: one call at a time
-        self._call_lock: threading.RLock | None = threading.RLock() if self._local else None
+        # with replicas, a generation no alias points to may be another's re-index
+        self._remove_orphans = remove_orphans
+        # local mode is plain Python objects: one call at a time, across sharing engines
+        self._call_lock: threading.RLock | None = None
+        if self._local:
+            self._call_lock = _shared_lock(client) if client is not None else threading.RLock()
 
     @property
     def location(self) -> str:
@@ -93,7 +149,9 @@ class QdrantEngine:
     # ------------------------------------------------------------ catalog
 
     def open(self) -> dict[str, StoredCollection]:
-        if self._location == ":memory:":
+        if self._given is not None:
+            self._client = self._given
+        elif self._location == ":memory:":
             self._client = QdrantClient(location=":memory:")
         elif self._local:
             try:
@@ -130,7 +188,7 @@ class QdrantEngine:
                     self._current[alias] = target
             current = set(self._current.values())
             for cname, (owner, _) in ours.items():
-                if cname not in current:
+                if cname not in current and self._remove_orphans:
                     log.warning("removing %s: a generation of %s no alias points to", cname, owner)
                     self.drop_generation(owner, cname)
         except BaseException:
@@ -141,7 +199,7 @@ class QdrantEngine:
     def close(self) -> None:
         client, self._client = self._client, None
         self._current = {}
-        if client is not None:
+        if client is not None and client is not self._given:
             try:
                 client.close()
             except Exception:
@@ -172,16 +230,28 @@ class QdrantEngine:
             sparse[SPARSE_VECTOR] = models.SparseVectorParams()
         if spec.bm25:
             sparse[BM25_VECTOR] = models.SparseVectorParams(modifier=models.Modifier.IDF)
+        vectors = {
+            DENSE_VECTOR: models.VectorParams(size=spec.dense_dims, distance=models.Distance.COSINE)
+        }
+        if spec.multi_vector_dims:
+            # read back for MaxSim rescoring only, never searched: no HNSW graph (m=0)
+            vectors[MULTI_VECTOR] = models.VectorParams(
+                size=spec.multi_vector_dims,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(
+                    comparator=models.MultiVectorComparator.MAX_SIM
+                ),
+                hnsw_config=models.HnswConfigDiff(m=0),
+            )
         with self._calling(f"create collection {name!r}") as client:
             client.create_collection(
                 gid,
-                vectors_config={
-                    DENSE_VECTOR: models.VectorParams(
-                        size=spec.dense_dims, distance=models.Distance.COSINE
-                    )
-                },
+                vectors_config=vectors,
                 sparse_vectors_config=sparse or None,
                 metadata={META_KEY: dict(meta)},
+                shard_number=self._cluster.shard_number,
+                replication_factor=self._cluster.replication_factor,
+                write_consistency_factor=self._cluster.write_consistency_factor,
             )
             try:
                 if not self._local:  # local mode has no payload indexes (and warns)
@@ -312,6 +382,7 @@ class QdrantEngine:
                 score_threshold=score_threshold,
                 with_payload=False,
                 with_vectors=False,
+                consistency=self._cluster.read_consistency,
             )
         return [(str(p.id), float(p.score)) for p in response.points]
 
@@ -320,9 +391,51 @@ class QdrantEngine:
     ) -> dict[Hashable, Mapping[str, Any]]:
         with self._calling(f"read results from {self._label(generation)}") as client:
             records = client.retrieve(
-                generation, ids=[str(i) for i in ids], with_payload=True, with_vectors=False
+                generation,
+                ids=[str(i) for i in ids],
+                with_payload=True,
+                with_vectors=False,
+                consistency=self._cluster.read_consistency,
             )
         return {str(r.id): r.payload or {} for r in records}
+
+    def multi_vectors(
+        self, generation: str, ids: Sequence[Hashable]
+    ) -> dict[Hashable, list[list[float]]]:
+        with self._calling(f"read vectors from {self._label(generation)}") as client:
+            records = client.retrieve(
+                generation,
+                ids=[str(i) for i in ids],
+                with_payload=False,
+                with_vectors=[MULTI_VECTOR],
+                consistency=self._cluster.read_consistency,
+            )
+        found: dict[Hashable, list[list[float]]] = {}
+        for r in records:
+            multi = r.vector.get(MULTI_VECTOR) if isinstance(r.vector, dict) else None
+            if isinstance(multi, list) and multi:
+                found[str(r.id)] = multi  # type: ignore[assignment]
+        return found
+
+    def catalog(self) -> dict[str, StoredCollection]:
+        """Every collection's current generation and its metadata, read now; unlike
+        ``open`` it removes nothing (a replica's periodic refresh)."""
+        with self._calling("list collections") as client:
+            aliases = {a.alias_name: a.collection_name for a in client.get_aliases().aliases}
+            found: dict[str, StoredCollection] = {}
+            for alias, target in aliases.items():
+                match = _GENERATION_RE.fullmatch(target)
+                if match is None or match["name"] != alias:
+                    continue
+                meta = (client.get_collection(target).config.metadata or {}).get(META_KEY)
+                if isinstance(meta, Mapping):
+                    found[alias] = StoredCollection(target, meta)
+            self._current = {name: stored.generation for name, stored in found.items()}
+        return found
+
+    def session(self, action: str) -> contextlib.AbstractContextManager[QdrantClient]:
+        """The client for one call, errors mapped as for the engine's own calls."""
+        return self._calling(action)
 
     # ------------------------------------------------------------ internals
 
@@ -356,11 +469,15 @@ class QdrantEngine:
 
     @staticmethod
     def _point(point: PointData) -> models.PointStruct:
-        vector: dict[str, list[float] | models.SparseVector] = {DENSE_VECTOR: point.dense}
+        vector: dict[str, list[float] | list[list[float]] | models.SparseVector] = {
+            DENSE_VECTOR: point.dense
+        }
         if point.sparse is not None:
             vector[SPARSE_VECTOR] = _sparse(point.sparse)
         if point.bm25 is not None:
             vector[BM25_VECTOR] = _sparse(point.bm25)
+        if point.multi is not None:
+            vector[MULTI_VECTOR] = point.multi
         return models.PointStruct(id=point.id, vector=vector, payload=dict(point.payload))
 
 
@@ -375,5 +492,28 @@ class QdrantServerStore(VersionedStore):
         api_key: str | None = None,
         timeout_s: int = 10,
         bm25: Bm25Settings | None = None,
+        cluster: ClusterLayout | None = None,
+        replicas: ReplicaPolicy | None = None,
+        client: QdrantClient | None = None,
     ) -> None:
-        super().__init__(QdrantEngine(location, api_key=api_key, timeout_s=timeout_s), bm25=bm25)
+        """``replicas``: several retriever replicas share the server (store/replicas.py);
+        ``client``: an already built client (tests sharing one local-mode instance)."""
+        engine = QdrantEngine(
+            location,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            cluster=cluster,
+            client=client,
+            remove_orphans=replicas is None,
+        )
+        leases = (
+            WriteLeases(
+                engine.session,
+                replicas,
+                catalog=engine.catalog,
+                replication_factor=(cluster or ClusterLayout()).replication_factor,
+            )
+            if replicas is not None
+            else None
+        )
+        super().__init__(engine, bm25=bm25, leases=leases)

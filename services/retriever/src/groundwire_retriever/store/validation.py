@@ -54,6 +54,9 @@ def validate_spec(spec: CollectionSpec) -> None:
         raise InvalidInput(
             f"dense_dims must be between 1 and {MAX_DENSE_DIMS}, got {spec.dense_dims}"
         )
+    multi = spec.multi_vector_dims
+    if isinstance(multi, bool) or not isinstance(multi, int) or not 0 <= multi <= MAX_DENSE_DIMS:
+        raise InvalidInput(f"multi_vector_dims must be between 0 and {MAX_DENSE_DIMS}")
     seen: set[str] = set()
     for name in spec.filterable:
         if not isinstance(name, str) or not FIELD_NAME_RE.fullmatch(name):

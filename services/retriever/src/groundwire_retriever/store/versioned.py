@@ -27,24 +27,33 @@ commit point); retired revisions until their points are gone. The current
 generation is a durable pointer (JSON written by rename, or a Qdrant alias), so a
 killed re-index leaves the old generation current and its own is removed on open.
 
-One process writes a collection at a time. The views live in that process: several
-retriever replicas on one Qdrant server would each need the others' switches before
-deleting retired points, which this store does not coordinate.
+Without ``leases`` one process writes a collection at a time and the views live in
+that process (the embedded engine). With ``leases`` (store/replicas.py) several
+replicas share one Qdrant server: writes take the collection's lease and save the
+revision state fenced by its token; every replica re-reads the state every
+``refresh_s`` and refuses reads (Unavailable) once it is ``stale_after_s`` old; and a
+writer's grace period also waits ``grace_s``, so no replica can still hold a view
+that shows points about to be written under a hidden revision or deleted.
 
 Why one module of this size: the views, revisions, generations and the grace period
-are one protocol whose invariants (what a reader may see, when a point may go) hold
-only together; validation, payload layout, BM25 and fusion live in their own modules.
+(and, with replicas, the adoption of the shared state into those views) are one
+protocol whose invariants (what a reader may see, when a point may go) hold only
+together. The lease and the shared state's storage live in ``replicas``; validation,
+payload layout, BM25 and fusion live in their own modules.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import qdrant_edge as qe
@@ -58,6 +67,7 @@ from groundwire_core.errors import (
     NotFound,
     Unavailable,
 )
+from groundwire_core.identity import PUBLIC
 from groundwire_retriever.domain import (
     Chunk,
     ChunkVectors,
@@ -75,10 +85,13 @@ from groundwire_retriever.domain import (
     SparseVec,
 )
 from groundwire_retriever.fusion import PATH_ORDER, fuse
+from groundwire_retriever.grouping import group_by_source
+from groundwire_retriever.late_interaction import multi_values, rescore, widened
 from groundwire_retriever.store.base import StagedSource
 from groundwire_retriever.store.bm25 import Bm25Settings, bm25_document_text
 from groundwire_retriever.store.engine import Engine, PointData, StoredCollection, Where
 from groundwire_retriever.store.payload import (
+    ACCESS_KEY,
     CHUNK_FIELDS,
     REVISION_KEY,
     SPEC_FORMAT,
@@ -90,6 +103,7 @@ from groundwire_retriever.store.payload import (
     spec_from_json,
     spec_to_json,
 )
+from groundwire_retriever.store.replicas import SharedState, WriteLeases
 from groundwire_retriever.store.validation import (
     canonical_id,
     check_model,
@@ -185,6 +199,7 @@ class _Collection:
         self.write_lock = threading.Lock()
         self.building: _Generation | None = None
         self.closed = False
+        self.refreshed = time.monotonic()  # replicas: when the shared state was last read
 
     @property
     def current(self) -> _Generation:
@@ -195,8 +210,13 @@ class VersionedStore:
     """A ``VectorStore`` over an ``Engine``; see the module docstring for how writes
     become visible."""
 
-    def __init__(self, engine: Engine, *, bm25: Bm25Settings | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, bm25: Bm25Settings | None = None, leases: WriteLeases | None = None
+    ) -> None:
         self._engine = engine
+        self._leases = leases
+        self._refresher: threading.Thread | None = None
+        self._stop_refresh = threading.Event()
         self._bm25_settings = bm25 or Bm25Settings()
         self._lock = threading.Lock()  # guards the dict below
         self._catalog_lock = threading.Lock()  # serialises open, close, create, drop
@@ -216,18 +236,26 @@ class VersionedStore:
         with self._catalog_lock:
             if self._collections is not None:
                 return
+            started = time.monotonic()
             stored = self._engine.open()
             loaded: dict[str, _Collection] = {}
             try:
+                states: dict[str, SharedState] = {}
+                if self._leases is not None:
+                    self._leases.ensure()
+                    states = self._leases.states()
                 for name, found in sorted(stored.items()):
-                    generation = self._generation(name, found)
-                    self._recover(name, generation)
+                    generation = self._generation(name, _shared(found, states.get(name)))
+                    if self._leases is None:  # with replicas, pending may be another's
+                        self._recover(name, generation)
                     loaded[name] = _Collection(name, generation)
+                    loaded[name].refreshed = started
             except BaseException:
                 self._engine.close()
                 raise
             with self._lock:
                 self._collections = loaded
+            self._start_refresh()
         log.info(
             "%s store open at %s: %d collection(s)",
             self._engine.kind,
@@ -241,6 +269,10 @@ class VersionedStore:
                 if self._collections is None:
                     return
                 collections, self._collections = self._collections, None
+            self._stop_refresh.set()
+            if self._refresher is not None:
+                self._refresher.join()
+                self._refresher = None
             for coll in collections.values():
                 self._shut(coll)
             self._engine.close()
@@ -277,14 +309,13 @@ class VersionedStore:
             collections = self._require_open()
             return [collections[name].current.spec for name in sorted(collections)]
 
-    def describe(self, name: str) -> CollectionStats:
+    def describe(self, name: str, *, access: Sequence[str] | None = None) -> CollectionStats:
         with self._reading(name) as view:
             gen = view.generation
-            chunks = self._engine.count(gen.id, view.where)
+            where = _allowed(view.where, access)
+            chunks = self._engine.count(gen.id, where)
             sources = (
-                len(self._engine.facet(gen.id, "source_id", view.where, limit=chunks))
-                if chunks
-                else 0
+                len(self._engine.facet(gen.id, "source_id", where, limit=chunks)) if chunks else 0
             )
         return CollectionStats(spec=gen.spec, chunks=chunks, sources=sources)
 
@@ -338,7 +369,7 @@ class VersionedStore:
             gen.pending[revision] = source_id
             try:
                 # durable before the first point lands: a crash leaves known orphans
-                self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+                self._save(coll, gen, durable=True)
                 self._show(coll, gen)
                 if points:
                     self._engine.upsert(gen.id, points)
@@ -360,7 +391,7 @@ class VersionedStore:
             del gen.pending[staged.revision]
             gen.retired.update(dict.fromkeys(old, staged.source_id))
             try:
-                self._engine.save_meta(staged.collection, gen.id, gen.meta(), durable=True)
+                self._save(coll, gen, durable=True)
             except BaseException:
                 gen.pending[staged.revision] = staged.source_id
                 for revision in old:
@@ -373,9 +404,12 @@ class VersionedStore:
         coll = self._find(staged.collection)
         if coll is None:
             return
-        with coll.write_lock:
+        lease = self._leases.holding(coll.name) if self._leases else contextlib.nullcontext(0)
+        with lease, coll.write_lock:
             if coll.closed:
                 return
+            if self._leases is not None:
+                self._pull(coll)  # save on top of what other replicas wrote
             for gen in (coll.current, coll.building):
                 if gen is not None and gen.id == staged.generation:
                     if staged.revision in gen.pending:
@@ -393,7 +427,7 @@ class VersionedStore:
                 return 0
             gen.retired.update(dict.fromkeys(old, source_id))
             try:
-                self._engine.save_meta(name, gen.id, gen.meta(), durable=True)
+                self._save(coll, gen, durable=True)
             except BaseException:  # not retired after all (a full disk refuses the save)
                 for revision in old:
                     gen.retired.pop(revision, None)
@@ -415,19 +449,25 @@ class VersionedStore:
 
     # ------------------------------------------------------------ reading sources
 
-    def list_sources(self, name: str, *, page_token: str = "", limit: int = 100) -> SourcePage:
+    def list_sources(
+        self,
+        name: str,
+        *,
+        page_token: str = "",
+        limit: int = 100,
+        access: Sequence[str] | None = None,
+    ) -> SourcePage:
         if not 1 <= limit <= MAX_SOURCES_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_SOURCES_PAGE}, got {limit}")
         with self._reading(name) as view:
             gen = view.generation
-            chunks = self._engine.count(gen.id, view.where)
-            counts = (
-                self._engine.facet(gen.id, "source_id", view.where, limit=chunks) if chunks else {}
-            )
+            where = _allowed(view.where, access)
+            chunks = self._engine.count(gen.id, where)
+            counts = self._engine.facet(gen.id, "source_id", where, limit=chunks) if chunks else {}
             after = sorted(source for source in counts if source > page_token)
             page = after[:limit]
             rows = (
-                self._engine.scroll(gen.id, view.where.also("source_id", page), _SUMMARY_FIELDS)
+                self._engine.scroll(gen.id, where.also("source_id", page), _SUMMARY_FIELDS)
                 if page
                 else []
             )
@@ -441,7 +481,13 @@ class VersionedStore:
         )
 
     def read_source(
-        self, name: str, source_id: str, *, offset: int = 0, limit: int = 1000
+        self,
+        name: str,
+        source_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 1000,
+        access: Sequence[str] | None = None,
     ) -> SourceChunks:
         if not source_id:
             raise InvalidInput("source_id must not be empty")
@@ -451,7 +497,9 @@ class VersionedStore:
             raise InvalidInput(f"limit must be between 1 and {MAX_SOURCE_CHUNKS}, got {limit}")
         with self._reading(name) as view:
             rows = self._engine.scroll(
-                view.generation.id, view.where.also("source_id", [source_id]), CHUNK_FIELDS
+                view.generation.id,
+                _allowed(view.where, access).also("source_id", [source_id]),
+                CHUNK_FIELDS,
             )
         if not rows:
             raise NotFound(f"collection {name!r} has no source {source_id!r}")
@@ -484,9 +532,12 @@ class VersionedStore:
             if gen.pending:  # staged and never published: not part of the new generation
                 self._forget(coll, gen, list(gen.pending))
             self._purge(coll, gen)
+            if self._leases is not None:  # fenced: a writer that lost its lease stops here
+                self._leases.save(name, gen.id, gen.meta())
             self._engine.make_current(name, gen.id, gen.meta())  # the commit point
             coll.building = None
             self._install(coll, gen, wait=True)
+            self._grace()  # other replicas may still read the old generation
             self._drop_quietly(name, old.id)
         log.info("collection %s: switched to generation %s", name, generation)
 
@@ -517,7 +568,10 @@ class VersionedStore:
         with self._reading(name) as view:
             gen = view.generation
             check_model(gen.spec, query.embedder_model, "the query's vectors")
-            where = Where(self._user_filter(gen.spec, query.filters), view.where.must_not)
+            where = _allowed(
+                Where(self._user_filter(gen.spec, query.filters), view.where.must_not),
+                query.access,
+            )
             for path in PATH_ORDER:
                 if path not in query.paths:
                     continue
@@ -538,7 +592,11 @@ class VersionedStore:
                 ms = (time.perf_counter() - started) * 1000.0
                 ranked[path] = found
                 reports.append(PathReport(path, ms=ms, hits=len(found)))
-            fused = fuse(ranked, query)
+            # by document: every candidate is fused and grouped, then ``limit`` sources kept
+            grouped = query.group_by_source
+            every = replace(query, limit=sys.maxsize, drop_off=None) if grouped else query
+            fused = fuse(ranked, widened(query, every))
+            fused, late = rescore(self._engine, gen.id, gen.spec, fused, query)
             payloads = self._engine.retrieve(gen.id, [f.point_id for f in fused]) if fused else {}
         hits = tuple(
             Hit(
@@ -550,7 +608,9 @@ class VersionedStore:
             for f in fused
             if f.point_id in payloads
         )
-        return SearchResult(hits=hits, paths=tuple(reports))
+        if grouped:
+            hits = tuple(group_by_source(hits, query.limit, query.drop_off))
+        return SearchResult(hits=hits, paths=tuple(reports), late_interaction=late)
 
     # ------------------------------------------------------------ internals: state
 
@@ -574,6 +634,8 @@ class VersionedStore:
     @contextmanager
     def _reading(self, name: str) -> Iterator[_View]:
         coll = self._get(name)
+        self._check_fresh(coll)
+        read_at = coll.refreshed
         with coll.cond:
             if coll.closed:
                 raise NotFound(f"collection {name!r} does not exist")
@@ -581,6 +643,7 @@ class VersionedStore:
             coll.readers[view] = coll.readers.get(view, 0) + 1
         try:
             yield view
+            self._check_within_grace(name, read_at)
         finally:
             with coll.cond:
                 left = coll.readers[view] - 1
@@ -592,10 +655,133 @@ class VersionedStore:
 
     @contextmanager
     def _writing(self, coll: _Collection) -> Iterator[_Generation]:
-        with coll.write_lock:
+        if self._leases is None:
+            with coll.write_lock:
+                if coll.closed:
+                    raise NotFound(f"collection {coll.name!r} does not exist")
+                yield coll.current
+            return
+        with self._leases.holding(coll.name), coll.write_lock:
             if coll.closed:
                 raise NotFound(f"collection {coll.name!r} does not exist")
+            self._pull(coll)  # another replica may have written since the last refresh
             yield coll.current
+
+    # ------------------------------------------------------------ internals: replicas
+
+    def _save(self, coll: _Collection, gen: _Generation, *, durable: bool) -> None:
+        """Persist ``gen``'s revision state; with replicas, first the shared state,
+        fenced by this replica's lease (Unavailable once another took it over)."""
+        if self._leases is not None and gen is coll.current:
+            self._leases.save(coll.name, gen.id, gen.meta())
+        self._engine.save_meta(coll.name, gen.id, gen.meta(), durable=durable)
+
+    def _grace(self) -> None:
+        """With replicas: wait until every replica still serving has re-read the state."""
+        if self._leases is not None:
+            time.sleep(self._leases.policy.grace_s)
+
+    def _check_within_grace(self, name: str, read_at: float) -> None:
+        """With replicas: a read that outlasted the grace period counted from when its
+        view's state was read may have met points a writer deleted or wrote since;
+        refuse its result rather than return it."""
+        if self._leases is None:
+            return
+        if time.monotonic() - read_at > self._leases.policy.grace_s:
+            raise Unavailable(
+                f"collection {name!r}: the read outlasted the replicas' grace period "
+                f"({self._leases.policy.grace_s:g} s); retry it",
+                dependency=self._engine.dependency,
+            )
+
+    def _check_fresh(self, coll: _Collection) -> None:
+        if self._leases is None:
+            return
+        age = time.monotonic() - coll.refreshed
+        if age > self._leases.policy.stale_after_s:
+            raise Unavailable(
+                f"collection {coll.name!r}: this replica has not read the shared state for "
+                f"{age:.1f} s and stops serving the collection until it can",
+                dependency=self._engine.dependency,
+            )
+
+    def _pull(self, coll: _Collection) -> None:
+        """Adopt the collection's shared state now (caller holds its write lock)."""
+        assert self._leases is not None
+        started = time.monotonic()
+        found = self._leases.catalog().get(coll.name)
+        if found is not None:
+            self._adopt(coll, _shared(found, self._leases.states().get(coll.name)), started)
+
+    def _adopt(self, coll: _Collection, found: StoredCollection, read_at: float) -> None:
+        """Make ``found`` (read from Qdrant starting at monotonic ``read_at``) what
+        readers of ``coll`` see (caller holds its write lock)."""
+        gen = coll.current
+        if found.generation == gen.id:  # the usual case: no new BM25 model to build
+            revisions = found.meta.get("revisions") or {}
+            gen.pending = {str(k): str(v) for k, v in (revisions.get("pending") or {}).items()}
+            gen.retired = {str(k): str(v) for k, v in (revisions.get("retired") or {}).items()}
+        else:
+            gen = self._generation(coll.name, found)
+        self._install(coll, gen, wait=False)
+        # from before the read: a writer's grace period runs from its save, which
+        # may have come just after the read started
+        coll.refreshed = read_at
+
+    def _start_refresh(self) -> None:
+        if self._leases is None:
+            return
+        self._stop_refresh.clear()
+        self._refresher = threading.Thread(
+            target=self._refresh_loop, name="replica-state", daemon=True
+        )
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        assert self._leases is not None
+        while not self._stop_refresh.wait(self._leases.policy.refresh_s):
+            try:
+                self._refresh()
+            except GroundwireError as error:  # readers stop once the view is too old
+                log.warning("could not read the shared collection state: %s", error)
+            except Exception:  # the same, and the loop must outlive any surprise
+                log.exception("could not adopt the shared collection state")
+
+    def _refresh(self) -> None:
+        """Adopt every collection's shared state; add collections other replicas
+        created, forget the ones they dropped."""
+        assert self._leases is not None
+        started = time.monotonic()
+        stored = self._leases.catalog()
+        states = self._leases.states()
+        with self._lock:
+            if self._collections is None:
+                return
+            known = dict(self._collections)
+            for name, found in stored.items():
+                if name not in known:
+                    generation = self._generation(name, _shared(found, states.get(name)))
+                    self._collections[name] = _Collection(name, generation)
+                    self._collections[name].refreshed = started
+            for name in set(known) - set(stored):
+                if known[name].write_lock.acquire(blocking=False):  # not one being created
+                    try:
+                        self._collections.pop(name, None)
+                    finally:
+                        known[name].write_lock.release()
+        for name, coll in known.items():
+            latest = stored.get(name)
+            if latest is None:
+                continue
+            if not coll.write_lock.acquire(blocking=False):
+                if self._leases.held(name):  # a local writer: no other replica can write
+                    coll.refreshed = time.monotonic()
+                continue
+            try:
+                if not coll.closed:
+                    self._adopt(coll, _shared(latest, states.get(name)), started)
+            finally:
+                coll.write_lock.release()
 
     @staticmethod
     def _install(coll: _Collection, gen: _Generation, *, wait: bool) -> None:
@@ -611,6 +797,8 @@ class VersionedStore:
     def _show(self, coll: _Collection, gen: _Generation, *, wait: bool = True) -> None:
         if gen is coll.current:
             self._install(coll, gen, wait=wait)
+            if wait:
+                self._grace()
 
     @staticmethod
     def _shut(coll: _Collection) -> None:
@@ -679,7 +867,7 @@ class VersionedStore:
             self._engine.delete(gen.id, Where(must=((REVISION_KEY, tuple(revisions)),)))
             for revision in revisions:
                 gen.pending.pop(revision, None)
-            self._engine.save_meta(coll.name, gen.id, gen.meta(), durable=False)
+            self._save(coll, gen, durable=False)
         except GroundwireError:
             log.exception("collection %s: could not remove staged revisions", coll.name)
         self._show(coll, gen, wait=False)
@@ -694,7 +882,7 @@ class VersionedStore:
             self._engine.delete(gen.id, Where(must=((REVISION_KEY, revisions),)))
             for revision in revisions:
                 gen.retired.pop(revision, None)
-            self._engine.save_meta(coll.name, gen.id, gen.meta(), durable=False)
+            self._save(coll, gen, durable=False)
         except GroundwireError:
             log.exception("collection %s: could not delete replaced chunks", coll.name)
         self._show(coll, gen, wait=False)
@@ -768,7 +956,14 @@ class VersionedStore:
             revision = revision_of(chunk.source_id)
             payload = chunk_payload(chunk, chunk_id)
             payload[REVISION_KEY] = revision
-            points.append(PointData(point_id(chunk_id, revision), dense, sparse, bm25, payload))
+            payload[ACCESS_KEY] = list(chunk.access or spec.default_access)
+            multi = None
+            if vectors.multi is not None:
+                what = f"the multi-vector of {where} ({chunk_id})"
+                multi = multi_values(vectors.multi, spec.multi_vector_dims, what)
+            points.append(
+                PointData(point_id(chunk_id, revision), dense, sparse, bm25, payload, multi)
+            )
         return points
 
     @staticmethod
@@ -816,6 +1011,27 @@ class VersionedStore:
         if not embedded.indices:
             return "the query text has no searchable terms (only stop words)"
         return SparseVec(tuple(embedded.indices), tuple(embedded.values)), None
+
+
+def _allowed(where: Where, access: Sequence[str] | None) -> Where:
+    """``where`` narrowed to the chunks a caller holding ``access`` entries may see
+    (None: no narrowing). A source the caller may not see reads as absent, so its
+    counts, ids and scores never show. Chunks stored before access lists existed
+    carry none: they were visible to every caller then, and stay public (they take an
+    access list when their source is next ingested)."""
+    if access is None:
+        return where
+    if PUBLIC in access:
+        return where.also_or_missing(ACCESS_KEY, access)
+    return where.also(ACCESS_KEY, access)
+
+
+def _shared(found: StoredCollection, state: SharedState | None) -> StoredCollection:
+    """The collection as the last writer saved it: the shared state when it is about
+    the current generation (it is fenced; the collection metadata is not)."""
+    if state is not None and state.generation == found.generation:
+        return StoredCollection(found.generation, state.meta)
+    return found
 
 
 def _summary(source_id: str, payloads: Sequence[Mapping[str, Any]]) -> SourceSummary:

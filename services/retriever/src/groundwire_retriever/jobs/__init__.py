@@ -1,0 +1,1 @@
+"""Ingest and sync jobs: queued per collection, run one at a time, state in SQLite."""
