@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from groundwire_core.errors import Unavailable
+from groundwire_orchestrator.clients.reranker import RerankerLoad
 from groundwire_orchestrator.domain import NumberedSource
-from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage, ExtractiveInput, cite
-from tests.unit.orchestrator.doubles import FakeEmbedder, chunk
+from groundwire_orchestrator.stages.extractive import (
+    ExtractiveAnswerStage,
+    ExtractiveInput,
+    cite,
+    select_mmr,
+)
+from tests.unit.orchestrator.doubles import FakeEmbedder, FakeReranker, chunk
 
 SOURCES = [
     NumberedSource(
@@ -41,7 +48,8 @@ async def test_best_sentences_are_quoted_with_their_numbers() -> None:
     assert "Each key may send sixty requests per minute to the API [2]." in text
     assert "Spaghetti" not in text and "make up" not in text
     assert report.name == "answer" and report.fallback and report.reason == "no LLM"
-    assert report.details["mode"] == "extractive" and report.details["sentences"] == "2"
+    # the other sentences score under RELATIVE_FLOOR of the best: never quoted to fill a slot
+    assert report.details["mode"] == "extractive" and report.details["sentences"] == "1"
     assert report.details["scoring"] == "embedder + word overlap"
 
 
@@ -98,9 +106,72 @@ async def test_a_weak_sentence_is_not_quoted_beside_a_good_one() -> None:
     ]
     question = ExtractiveInput("how many requests per minute may an API key send", sources, "")
     text, report = await ExtractiveAnswerStage(FakeEmbedder()).run(question)
-    assert "Spaghetti" in text, "without a floor a free slot takes whatever is left"
-    weak, strong = sorted(float(x) for x in report.details["scores"].split(", "))
-    floor = (weak + strong) / 2
-    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=floor).run(question)
+    # a free slot is not filled with what is left: it scores far under the best unit
     assert text == "Each key may send sixty requests per minute to the API [1]."
-    assert report.details["scores"] == f"{strong:.3f}"
+    [strong] = [float(x) for x in report.details["scores"].split(", ")]
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=strong + 0.01).run(
+        question
+    )
+    assert text == "" and "declined" in report.details
+
+
+async def test_the_cross_encoder_scores_the_units_when_it_answers() -> None:
+    # a cross-encoder that prefers the pasta sentence, against the embedder's choice
+    reranker = FakeReranker(scores=lambda q, p: 0.9 if "Spaghetti" in p else 0.1)
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_sentences=1, reranker=reranker)
+    question = ExtractiveInput("how many requests per minute may an API key send", SOURCES, "")
+    text, report = await stage.run(question)
+    assert text == "Spaghetti cooks in nine minutes in salted water [3]."
+    assert report.details["scoring"] == "cross-encoder"
+    assert reranker.calls and reranker.calls[0][3] == 0.0  # every unit scored, no floor
+    # the reranker failing falls back to the embedder's scores
+    reranker.error = Unavailable("reranker down", dependency="reranker")
+    text, report = await stage.run(question)
+    assert "sixty requests" in text and report.details["scoring"] == "embedder + word overlap"
+    assert report.details["cross_encoder"] == "unavailable: reranker down"
+    # a reranker with no model loaded (the offline profile) is not asked at all
+    idle = FakeReranker(load_value=RerankerLoad(False, 0, 0.0, 256))
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), reranker=idle).run(question)
+    assert not idle.calls and report.details["scoring"] == "embedder + word overlap"
+
+
+async def test_units_are_not_repeated_and_pointer_sentences_are_not_quoted() -> None:
+    sentence = "Each key may send sixty requests per minute to the API."
+    sources = [
+        NumberedSource(1, chunk(1, f"{sentence} See Rate limits.")),
+        NumberedSource(2, chunk(2, f"{sentence}\n\nFor details, see the quota page.")),
+    ]
+    question = ExtractiveInput("how many requests per minute may an API key send", sources, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), max_sentences=3).run(question)
+    assert text == f"{sentence[:-1]} [1]."
+    assert report.details["sentences_considered"] == "1", "the copy and the pointers are out"
+
+
+def test_mmr_prefers_a_new_point_to_a_near_copy_of_a_chosen_one() -> None:
+    similar = {frozenset((0, 1)): 0.8, frozenset((0, 2)): 0.1, frozenset((1, 2)): 0.1}
+
+    def sim(a: int, b: int) -> float:
+        return similar[frozenset((a, b))]
+
+    relevance = [0.9, 0.7, 0.68]
+    # 1 is a little more relevant than 2, but says much what 0 says
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], sim, limit=2, per_source=2) == [0, 2]
+    # ranked by relevance alone (no redundancy), 1 would be next
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=2,
+                      per_source=2) == [0, 1]
+    # a near-duplicate is never chosen, even to fill a slot; the per-source cap holds
+    similar[frozenset((0, 2))] = 0.95
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], sim, limit=3, per_source=2) == [0, 1]
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=3,
+                      per_source=1) == [0, 2]
+
+
+async def test_table_rows_are_units_scored_with_their_header() -> None:
+    table = (
+        "| Setting | Default |\n|---|---|\n| Rate limit per minute | sixty requests |\n"
+        "| Quota per day | ten thousand requests |"
+    )
+    sources = [NumberedSource(1, chunk(1, table, heading=("Limits",)))]
+    question = ExtractiveInput("what is the default rate limit per minute", sources, "")
+    text, _ = await ExtractiveAnswerStage(FakeEmbedder(), max_sentences=1).run(question)
+    assert text == "| Rate limit per minute | sixty requests | [1]"

@@ -283,8 +283,9 @@ async def test_an_agent_step_failing_mid_text_sent_nothing_so_needs_no_reset() -
         ScriptedLLM(fast=[NO_ANALYSIS], strong=[failing]),
         config=ChainConfig(max_agent_steps=2),
     )
-    events = await ask(chain, "how many requests per minute can one API key send",
-                       max_agent_steps=2)
+    events = await ask(
+        chain, "how many requests per minute can one API key send", max_agent_steps=2
+    )
     assert of(events, AnswerReset) == [], "the step's text was held back, never sent"
     assert events[-1].mode == "extractive"
     assert len(of(events, AnswerDelta)) == 1, "only the extractive answer, in one piece"
@@ -345,9 +346,7 @@ async def test_listwise_reorders_when_asked() -> None:
     assert not stages(events)["listwise"].fallback
 
 
-async def test_agent_searches_again_drops_unsent_text_and_numbers_new_sources_after_old() -> (
-    None
-):
+async def test_agent_searches_again_drops_unsent_text_and_numbers_new_sources_after_old() -> None:
     call = ToolCall("t1", "search", {"query": "prune roses winter"})
 
     def final(request):  # type: ignore[no-untyped-def]

@@ -18,3 +18,23 @@ def test_overlap_counts_stemmed_words() -> None:
     chunk = content_words("Rate limits: a key may send sixty requests a minute.")
     assert overlap(claim, chunk) == 1.0
     assert overlap(content_words("keys rotate weekly"), chunk) == 1 / 3
+
+
+def test_abbreviations_and_initials_do_not_end_a_sentence() -> None:
+    from groundwire_orchestrator.text.sentences import sentence_spans, split_sentences
+
+    text = (
+        "E. coli grows at 37 C [1]. It is common, e.g. in guts. See Fig. 2 for details. "
+        "Smith et al. (2020) said so. Smith et al. The next one.\n3. Third item. J. R. Tolkien."
+    )
+    assert split_sentences(text) == [
+        "E. coli grows at 37 C [1].",
+        "It is common, e.g. in guts.",
+        "See Fig. 2 for details.",
+        "Smith et al. (2020) said so.",
+        "Smith et al.",
+        "The next one.",
+        "3. Third item.",
+        "J. R. Tolkien.",
+    ]
+    assert [text[s:e] for s, e in sentence_spans(text)] == split_sentences(text)

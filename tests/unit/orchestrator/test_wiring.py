@@ -52,8 +52,11 @@ def test_an_openai_endpoint_needs_a_model_name() -> None:
 
 def test_settings_build_the_providers_in_their_order() -> None:
     s = OrchestratorSettings(
-        anthropic_api_key=SecretStr("k"), anthropic_base_url="http://a",
-        openai_base_url="http://o/v1", openai_fast_model="small", llm_order="openai,anthropic",
+        anthropic_api_key=SecretStr("k"),
+        anthropic_base_url="http://a",
+        openai_base_url="http://o/v1",
+        openai_fast_model="small",
+        llm_order="openai,anthropic",
         llm_timeout_s=7.0,
     )
     llm = build_llm(s)
@@ -95,3 +98,44 @@ def test_events_convert() -> None:
     done = convert.event_to_proto(AnswerDone("extractive", "a", 2)).done
     assert (done.mode, done.unsupported_citations) == (orchestrator_pb2.ANSWER_MODE_EXTRACTIVE, 2)
     assert convert.event_to_proto(AnswerReset("why")).reset.reason == "why"
+
+
+@pytest.mark.parametrize(
+    ("llm", "reranker", "methods", "proves"),
+    [
+        (False, False, ("similarity",), False),
+        (True, False, ("llm", "similarity"), True),
+        # a reranker that does not answer serves no NLI model: skipped, not failed on
+        (False, True, ("nli", "similarity"), False),
+        (True, True, ("nli", "llm", "similarity"), True),
+    ],
+)
+async def test_the_verifier_chain_follows_the_settings_and_what_is_ready(
+    llm: bool, reranker: bool, methods: tuple[str, ...], proves: bool
+) -> None:
+    from groundwire_core.clients.embedder import EmbedderClient
+    from groundwire_core.grpc.client import create_channel
+    from groundwire_orchestrator.clients.reranker import RerankerClient
+    from groundwire_orchestrator.clients.retriever import RetrieverClient
+    from groundwire_orchestrator.text.passages import PassageVectors
+    from groundwire_orchestrator.wiring import build_pipeline, build_verifiers
+
+    s = OrchestratorSettings(verify_before_show="auto")
+    provider = ScriptedLLM() if llm else None
+    async with create_channel("127.0.0.1:1") as channel:  # nothing listens there
+        embedder = EmbedderClient(channel, timeout_s=1.0)
+        client = RerankerClient(channel) if reranker else None
+        chain = build_verifiers(
+            s, llm=provider, passages=PassageVectors(embedder), reranker=client
+        )
+        assert chain.methods == methods
+        assert await chain.proves_now() is proves
+        ready = [v.method for v in await chain.available()]
+        assert ready == [m for m in methods if m != "nli"]
+        pipeline = build_pipeline(
+            s, embedder=embedder, retriever=RetrieverClient(channel, timeout_s=1.0),
+            reranker=client, llm=provider,
+        )
+        assert pipeline.config.verify_before_show == "auto"
+    with pytest.raises(ValidationError, match="magic"):
+        OrchestratorSettings(citation_verifiers="llm,magic")

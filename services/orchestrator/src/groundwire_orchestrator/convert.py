@@ -22,6 +22,7 @@ from groundwire_orchestrator.domain import (
     StagesDone,
     Turn,
     Verification,
+    Withheld,
 )
 from groundwire_orchestrator.fusion import FusionChoice, check_method, check_weights
 from groundwire_orchestrator.usage import LLMUsage
@@ -36,6 +37,7 @@ STATUSES = {
     Verification.SUPPORTED: orchestrator_pb2.VERIFICATION_STATUS_SUPPORTED,
     Verification.UNSUPPORTED: orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED,
     Verification.UNCHECKED: orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED,
+    Verification.CONTRADICTED: orchestrator_pb2.VERIFICATION_STATUS_CONTRADICTED,
 }
 
 _ROLES = {orchestrator_pb2.ROLE_USER: "user", orchestrator_pb2.ROLE_ASSISTANT: "assistant"}
@@ -43,6 +45,15 @@ _ROLES = {orchestrator_pb2.ROLE_USER: "user", orchestrator_pb2.ROLE_ASSISTANT: "
 
 def filters_from_proto(filters: Sequence[orchestrator_pb2.FieldFilter]) -> list[FieldFilter]:
     return [FieldFilter(f.field, tuple(f.any_of)) for f in filters]
+
+
+def group_by_source_from_proto(request: orchestrator_pb2.SearchRequest) -> bool:
+    """Whether the search is by document. Raises InvalidInput for an unknown value."""
+    if request.group_by in (orchestrator_pb2.GROUP_BY_UNSPECIFIED, orchestrator_pb2.GROUP_BY_CHUNK):
+        return False
+    if request.group_by == orchestrator_pb2.GROUP_BY_DOCUMENT:
+        return True
+    raise InvalidInput(f"unknown group_by {request.group_by}")
 
 
 def fusion_from_proto(request: orchestrator_pb2.SearchRequest) -> FusionChoice:
@@ -86,6 +97,8 @@ def source_to_proto(number: int, cand: Candidate) -> orchestrator_pb2.Source:
         score=cand.score,
         match_reason=cand.match_reason,
         injection_flagged=cand.injection_flagged,
+        matching_chunks=cand.matching_chunks,
+        other_headings=list(cand.other_headings),
     )
 
 
@@ -98,12 +111,31 @@ def numbered_to_proto(sources: Sequence[NumberedSource]) -> list[orchestrator_pb
     return [source_to_proto(s.number, s.candidate) for s in sources]
 
 
+def _span(span: tuple[int, int] | None) -> orchestrator_pb2.Span | None:
+    return None if span is None else orchestrator_pb2.Span(start=span[0], end=span[1])
+
+
 def citation_to_proto(citation: Citation) -> orchestrator_pb2.Citation:
     return orchestrator_pb2.Citation(
         number=citation.number,
         sentence=citation.sentence,
         status=STATUSES[citation.status],
         support=citation.support,
+        method=citation.method,
+        contradiction=citation.contradiction,
+        answer_span=_span(citation.answer_span),
+        source_span=_span(citation.source_span),
+        reason=citation.reason,
+        chunk_span=_span(citation.chunk_span),
+    )
+
+
+def withheld_to_proto(withheld: Withheld) -> orchestrator_pb2.Withheld:
+    return orchestrator_pb2.Withheld(
+        sentence=withheld.sentence,
+        numbers=list(withheld.numbers),
+        status=STATUSES[withheld.status],
+        reason=withheld.reason,
     )
 
 
@@ -128,11 +160,12 @@ def event_to_proto(event: AskEvent) -> orchestrator_pb2.AskEvent:
             return orchestrator_pb2.AskEvent(delta=orchestrator_pb2.DeltaEvent(text=text))
         case AnswerReset(reason):
             return orchestrator_pb2.AskEvent(reset=orchestrator_pb2.ResetEvent(reason=reason))
-        case CitationsDone(sources, citations):
+        case CitationsDone(sources, citations, withheld):
             return orchestrator_pb2.AskEvent(
                 citations=orchestrator_pb2.CitationsEvent(
                     sources=numbered_to_proto(sources),
                     citations=[citation_to_proto(c) for c in citations],
+                    withheld=[withheld_to_proto(w) for w in withheld],
                 )
             )
         case StagesDone(stages):

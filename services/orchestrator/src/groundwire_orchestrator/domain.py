@@ -32,6 +32,20 @@ class Candidate:
     chunk_index: int = 0
     injection_patterns: tuple[str, ...] = ()
     """Names of the screening patterns the passage matched (see stages.screening)."""
+    path_scores: tuple[tuple[str, float], ...] = ()
+    """The retriever's raw score in each path that found the chunk ("dense": cosine,
+    "bm25", "sparse"), as (path, score) pairs: evidence for the coverage stage."""
+    matching_chunks: int = 0
+    """Document-level search: how many of the source's chunks matched (0 otherwise)."""
+    other_headings: tuple[str, ...] = ()
+    """Document-level search: the headings of the source's other matching chunks."""
+    doc_span: tuple[int, int] | None = None
+    """[start, end) of ``text`` in its document's text (the source's chunk texts
+    joined, see ``groundwire_core.document_text``); None when the retriever has none."""
+
+    def path_score(self, path: str) -> float | None:
+        """The raw score of ``path`` (None when that path did not find the chunk)."""
+        return next((s for p, s in self.path_scores if p == path), None)
 
 
 @dataclass(frozen=True)
@@ -64,10 +78,25 @@ class QueryAnalysis:
     negatives: tuple[str, ...] = ()
     analysed: bool = False
     """False when the raw query passed through unchanged (no LLM, failure, timeout)."""
+    standalone_question: str = ""
+    """The question made self-contained when ``query`` is a follow-up (the LLM's
+    rewrite, or the previous question combined with it); "" when ``query`` stands alone."""
+
+    @property
+    def searched(self) -> str:
+        """The question retrieval, the cross-encoder and the extractive answer use."""
+        return self.standalone_question or self.query
 
     @classmethod
-    def passthrough(cls, query: str) -> QueryAnalysis:
-        return cls(query=query, rewritten_query=query, hyde_document=query)
+    def passthrough(cls, query: str, standalone: str = "") -> QueryAnalysis:
+        """The query unchanged, or (a follow-up) its standalone form searched as is."""
+        searched = standalone or query
+        return cls(
+            query=query,
+            rewritten_query=searched,
+            hyde_document=searched,
+            standalone_question=standalone,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,6 +133,29 @@ class Citation:
     status: Verification
     support: float
     """Support score in [0, 1] (0 when unchecked)."""
+    method: str = "none"
+    """Which verifier judged it: nli, llm, similarity, or none (not checked)."""
+    contradiction: float = 0.0
+    """Probability or confidence that the cited chunk contradicts the sentence."""
+    answer_span: tuple[int, int] | None = None
+    """[start, end) of the citing sentence in the final answer text."""
+    source_span: tuple[int, int] | None = None
+    """[start, end) of the best-supporting sentence in the cited chunk's text."""
+    reason: str = ""
+    """Why this status, in a few words (the verifier's note)."""
+    chunk_span: tuple[int, int] | None = None
+    """[start, end) of the cited chunk in its document's text (``Candidate.doc_span``)."""
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """A sentence of the LLM's answer that was never shown (verify before show)."""
+
+    sentence: str
+    numbers: tuple[int, ...]
+    """The citation numbers it carried (empty for an uncited sentence)."""
+    status: Verification
+    reason: str
 
 
 AnswerMode = Literal["generated", "extractive", "declined"]
@@ -137,6 +189,8 @@ class CitationsDone:
     sources: tuple[NumberedSource, ...]
     """Only the sources actually cited, by number."""
     citations: tuple[Citation, ...]
+    withheld: tuple[Withheld, ...] = ()
+    """Sentences held back because their citations failed the check."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from groundwire_core.errors import InvalidInput
 from groundwire_orchestrator.agent import AgentToolbox
@@ -32,6 +33,7 @@ from groundwire_orchestrator.domain import (
     StagesDone,
     Turn,
     Verification,
+    Withheld,
 )
 from groundwire_orchestrator.fusion import AS_CONFIGURED, FusionChoice
 from groundwire_orchestrator.instrumentation import run_stage, stage_span
@@ -43,11 +45,13 @@ from groundwire_orchestrator.stages.answer import (
     GroundedAnswerStage,
 )
 from groundwire_orchestrator.stages.citations import CitationVerifier, VerificationInput
+from groundwire_orchestrator.stages.coverage import CoverageInput, CoverageStage
 from groundwire_orchestrator.stages.extractive import (
     FLAGGED_ONLY,
     ExtractiveAnswerStage,
     ExtractiveInput,
 )
+from groundwire_orchestrator.stages.gate import VerifyBeforeShow
 from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
 from groundwire_orchestrator.stages.rerank import RerankInput, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage, SourceReader
@@ -72,6 +76,9 @@ class ChainConfig:
     search_tool_results: int = 5
     tool_result_tokens: int = 3000
     listwise_reasons: int = 3
+    verify_before_show: Literal["auto", "on", "off"] = "off"
+    """Hold each sentence until its citations are checked (stages.gate); auto: when
+    an nli or llm verifier is ready."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,8 @@ class SearchInput:
     """Run the listwise stage (reorder + match reasons)."""
     fusion: FusionChoice = AS_CONFIGURED
     """The request's own fusion; unset parts are the configured ones."""
+    group_by_source: bool = False
+    """One result per source (document): its best chunk (see RetrievalInput)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,7 @@ class Pipeline:
         verifier: CitationVerifier,
         reader: SourceReader,
         config: ChainConfig,
+        coverage: CoverageStage | None = None,
     ) -> None:
         self._analysis = analysis
         self._retrieval = retrieval
@@ -168,6 +178,7 @@ class Pipeline:
         self._verifier = verifier
         self._reader = reader
         self._config = config
+        self._coverage = coverage
 
     @property
     def config(self) -> ChainConfig:
@@ -203,6 +214,7 @@ class Pipeline:
         listwise: bool,
         keep: int,
         fusion: FusionChoice = AS_CONFIGURED,
+        group_by_source: bool = False,
     ) -> _Ranked:
         analysis, report = await run_stage(
             "analysis", self._analysis.run(AnalysisInput(collection, query, history))
@@ -218,6 +230,8 @@ class Pipeline:
             limit=max(keep, self._config.candidates),
             dense_from="hyde" if hyde else "query",
             fusion=fusion,
+            group_by_source=group_by_source,
+            rerank=rerank,
         )
         found, report = await run_stage("retrieval", self._retrieval.run(retrieval_input))
         if not found and len(merged) > len(filters):
@@ -230,11 +244,16 @@ class Pipeline:
                 retrieval_input.limit,
                 retrieval_input.dense_from,
                 fusion,
+                group_by_source,
+                rerank,
             )
             found, report = await run_stage("retrieval", self._retrieval.run(retry))
             report.details["analysis_filters_dropped"] = "they matched nothing"
         stages.append(report)
-        found, reports = await self._rerank_and_screen(query, found, rerank=rerank, keep=keep)
+        # the cross-encoder scores the question as searched: a follow-up made standalone
+        found, reports = await self._rerank_and_screen(
+            analysis.searched, found, rerank=rerank, keep=keep
+        )
         stages += reports
         if listwise:
             found, report = await run_stage(
@@ -259,6 +278,7 @@ class Pipeline:
             listwise=inp.reasons,
             keep=inp.limit,
             fusion=inp.fusion,
+            group_by_source=inp.group_by_source,
         )
         return SearchOutcome(tuple(ranked.candidates[: inp.limit]), tuple(ranked.stages))
 
@@ -289,14 +309,21 @@ class Pipeline:
         )
 
     async def _write(
-        self, inp: AskInput, question: str, history: Sequence[Turn], ledger: SourceLedger
+        self,
+        inp: AskInput,
+        question: str,
+        searched: str,
+        history: Sequence[Turn],
+        ledger: SourceLedger,
     ) -> AsyncIterator[AnswerDelta | AnswerReset | RetrievalDone | _Answered]:
         """The answer's events, then one _Answered: the LLM's answer (with the agent's
         tools when steps are allowed), or the extractive one when there is no LLM or it
-        failed (a reset first when it had streamed text)."""
+        failed (a reset first when it had streamed text). The LLM gets ``question`` with
+        the conversation; the extractive answer, which sees no conversation, scores its
+        sentences against ``searched`` (the standalone question)."""
         if self._answer is None:
             text, report = await self._extractive.run(
-                ExtractiveInput(question, ledger.sources, "no LLM is configured: extractive answer")
+                ExtractiveInput(searched, ledger.sources, "no LLM is configured: extractive answer")
             )
             yield from_extractive(text, report, ledger)
             return
@@ -321,7 +348,7 @@ class Pipeline:
                     yield AnswerReset(f"the language model failed: {error.message}")
                 text, report = await self._extractive.run(
                     ExtractiveInput(
-                        question,
+                        searched,
                         ledger.sources,
                         f"the LLM failed ({error.message}): extractive answer",
                         error.dependency or "llm",
@@ -350,8 +377,25 @@ class Pipeline:
             keep=self._config.rerank_keep,
         )
         stages = ranked.stages
+        candidates = ranked.candidates
+        if self._coverage is not None:
+            # a question the collection does not cover is declined from calibrated
+            # evidence: the empty ledger below becomes the normal decline
+            reranked = any(s.name == "rerank" and not s.fallback for s in stages)
+            coverage, report = await run_stage(
+                "coverage",
+                self._coverage.run(CoverageInput(ranked.analysis.searched, candidates, reranked)),
+                candidates_in=len(candidates),
+            )
+            stages.append(report)
+            if coverage.covered:
+                pass
+            elif self._coverage.acts(llm=self._answer is not None):
+                candidates = []
+            else:
+                report.details["acted"] = "no: the LLM writing the answer may decline"
         ledger = SourceLedger()
-        ledger.add(c for c in ranked.candidates[: self._config.answer_sources])
+        ledger.add(c for c in candidates[: self._config.answer_sources])
         fitted, tokens = fit_sources(ledger.sources, self._config.context_tokens)
         if len(fitted) < len(ledger):
             ledger = SourceLedger()
@@ -359,19 +403,38 @@ class Pipeline:
         yield RetrievalDone(tuple(ledger.sources))
 
         answered: _Answered | None = None
+        verify = self._config.verify_before_show
+        verify_first = verify == "on" or (verify == "auto" and await self._verifier.proves_now())
+        gate = VerifyBeforeShow(self._verifier, ledger.get) if verify_first else None
         with stage_span("answer", candidates_in=len(ledger), tokens=tokens) as answer_span:
-            async for event in answer_span.steps(self._write(inp, question, history, ledger)):
+            async for event in answer_span.steps(
+                self._write(inp, question, ranked.analysis.searched, history, ledger)
+            ):
                 if isinstance(event, _Answered):
                     answered = event
                 else:
-                    yield event
+                    for shown in await gate.pass_event(event) if gate else [event]:
+                        yield shown
             assert answered is not None
             text, mode, report = answered.text, answered.mode, answered.report
             report.details["context_tokens"] = str(tokens)
             answer_span.record(report, tokens=tokens)
         stages.append(report)
-        if answered.pending and text:
-            yield AnswerDelta(text)  # not streamed by anyone: it is one piece
+        if answered.pending and text:  # not streamed by anyone: it is one piece
+            piece = AnswerDelta(text)
+            checked = gate is not None and mode != "declined"
+            for shown in await gate.pass_event(piece) if gate and checked else [piece]:
+                yield shown
+        withheld: tuple[Withheld, ...] = ()
+        # a decline that bypassed the gate (only flagged passages matched) is the text
+        gated = gate is not None and gate.holds and mode != "declined"
+        if gate is not None and gated:
+            # verify before show: the deltas were checked as they came
+            events, citations_report = await run_stage("citations", gate.close())
+            for shown in events:
+                yield shown
+            text, withheld = gate.text, gate.withheld
+            mode = "declined" if gate.declined else mode
 
         if not text:
             text = NOTHING_FOUND
@@ -379,17 +442,22 @@ class Pipeline:
             mode = "declined"
         if mode == "generated" and is_decline(text):
             mode = "declined"
-        # a decline cites nothing: attaching sources to it would suggest they support it
-        citations, citations_report = await run_stage(
-            "citations",
-            self._verifier.run(VerificationInput("" if mode == "declined" else text, ledger.get)),
-        )
+        if gate is not None and gated:
+            citations = () if mode == "declined" else gate.citations
+        else:
+            # a decline cites nothing: attaching sources to it would suggest they support it
+            citations, citations_report = await run_stage(
+                "citations",
+                self._verifier.run(
+                    VerificationInput("" if mode == "declined" else text, ledger.get)
+                ),
+            )
         if mode == "generated" and not citations:
             mode = "declined"  # nothing in an uncited answer is grounded
         cited = sorted({c.number for c in citations})
         sources = tuple(s for n in cited if (s := ledger.get(n)) is not None)
         stages.append(citations_report)
-        yield CitationsDone(sources, citations)
+        yield CitationsDone(sources, citations, withheld)
         yield StagesDone(tuple(stages))
         unsupported = sum(c.status is Verification.UNSUPPORTED for c in citations)
         yield AnswerDone(mode, text, unsupported)

@@ -88,6 +88,7 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
                     rerank=request.rerank,
                     reasons=request.reasons,
                     fusion=convert.fusion_from_proto(request),
+                    group_by_source=convert.group_by_source_from_proto(request),
                 )
             )
         return orchestrator_pb2.SearchResponse(

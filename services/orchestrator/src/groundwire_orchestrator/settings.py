@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -15,6 +17,7 @@ from groundwire_orchestrator.fusion import (
     parse_weights,
 )
 from groundwire_orchestrator.llm import factory
+from groundwire_orchestrator.verification.chain import parse_order
 
 
 class OrchestratorSettings(ServiceSettings):
@@ -37,9 +40,18 @@ class OrchestratorSettings(ServiceSettings):
         2.0,
         gt=0,
         description="Deadline of one query embedding (retrieval, the extractive answer's "
-        "question, the agent's reads): a query embeds in milliseconds, so a frozen embedder "
-        "fails the search (or falls back) after this, not after CALL_TIMEOUT_S. Passage "
-        "batches keep CALL_TIMEOUT_S.",
+        "question, the agent's reads): a query embeds in milliseconds, so with a frozen "
+        "embedder the search falls back to BM25 after this, not after CALL_TIMEOUT_S. "
+        "Passage batches keep CALL_TIMEOUT_S.",
+    )
+    embedder_retry_after_s: float = Field(
+        5.0,
+        gt=0,
+        description="After the embedder failed a call (down, past its deadline, overloaded), "
+        "how long it is not asked again: searches run BM25 alone, the extractive answer "
+        "scores by word overlap and the similarity citation check reports UNCHECKED at once, "
+        "instead of every request waiting on the deadline again. A restarted embedder is "
+        "used again after at most this long.",
     )
     ask_max_bytes: int = Field(
         262_144,
@@ -72,6 +84,17 @@ class OrchestratorSettings(ServiceSettings):
     dense_floor: float = Field(0.3, ge=-1, le=1, description="Cosine floor on the dense path.")
     rrf_k: int = Field(60, ge=1, description="RRF constant k.")
     path_limit: int = Field(100, ge=1, description="Candidates per retrieval path.")
+    late_interaction: Literal["off", "when_no_rerank", "always"] = Field(
+        "off",
+        description="MaxSim rescoring of the fused candidates with the query's and the stored "
+        "ColBERT vectors (models that have them, e.g. BGE-M3; elsewhere skipped, reported), "
+        "in the retriever's search, before the cross-encoder. when_no_rerank: only for "
+        "searches that will not rerank (rerank off in the request, no reranker configured, or "
+        "the reranker down or past RERANK_BUDGET_MS by its cached load).",
+    )
+    late_interaction_depth: int = Field(
+        50, ge=1, le=1000, description="Fused candidates the late interaction rescores."
+    )
     fusion: str = Field(
         DEFAULT.method,
         description="How retrieval merges the paths' rankings, a method of the retriever's "
@@ -157,13 +180,93 @@ class OrchestratorSettings(ServiceSettings):
         "(0.7 * embedder cosine + 0.3 * word overlap); with none, the chain declines "
         "instead of quoting weak matches; 0 = off. Model-dependent; 0.2 is for MiniLM.",
     )
+    decline_threshold: float = Field(
+        0.52,
+        ge=0,
+        le=1,
+        description="Coverage stage without a reranker: the chain declines when "
+        "DECLINE_DENSE_WEIGHT * best dense cosine + (1 - weight) * share of the question's "
+        "words in the top DECLINE_TOP_K chunks is under this; 0 = off. Chosen on "
+        "evals/declines with MiniLM (see benchmarks/README.md); model-dependent.",
+    )
+    decline_unknown_names: bool = Field(
+        True,
+        description="Coverage stage without a reranker: decline when the question names "
+        "something (a capitalised word, an acronym, a word with digits) that none of the "
+        "top DECLINE_TOP_K chunks contains.",
+    )
+    decline_dense_weight: float = Field(
+        0.35,
+        ge=0,
+        le=1,
+        description="Weight of the dense cosine in the coverage evidence (chosen with "
+        "DECLINE_THRESHOLD on evals/declines, MiniLM).",
+    )
+    decline_top_k: int = Field(
+        20, ge=1, le=100, description="Top candidates the coverage evidence is taken from."
+    )
+    decline_rerank_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Coverage stage with a reranker: the chain declines when the best "
+        "cross-encoder score is under this; 0 = off.",
+    )
+    decline_with_llm: bool = Field(
+        False,
+        description="Act on the coverage verdict when an LLM writes the answer too (by "
+        "default only the extractive answer is declined by it; the LLM declines itself).",
+    )
+    extractive_cross_encoder: bool = Field(
+        True,
+        description="Score the extractive answer's units with the reranker's cross-encoder "
+        "when it has a model loaded (else embedder cosine + word overlap).",
+    )
     citation_support_threshold: float = Field(
         0.45,
         ge=0,
         le=1,
-        description="Support score (0.6 * embedder cosine + 0.4 * word overlap, halved when "
-        "the sentence states a figure the chunk lacks) a cited chunk needs for its citation "
-        "to count as supported.",
+        description="Similarity verifier: the support score (0.6 * embedder cosine + 0.4 * "
+        "word overlap) a cited chunk needs for its citation to count as supported.",
+    )
+    citation_verifiers: str = Field(
+        "nli,llm,similarity",
+        description="Citation verifiers in order, comma-separated (nli: the reranker's "
+        "entailment model; llm: the fast LLM as judge; similarity: the score above, never "
+        "proof). Those not available (no NLI model, no LLM) are skipped; a claim a "
+        "verifier cannot judge (failure, timeout, invalid reply) goes to the next.",
+    )
+    citation_judge_timeout_s: float = Field(
+        8.0, gt=0, description="LLM judge: budget of one batch of claims; past it, the next "
+        "verifier judges them.",
+    )
+    citation_judge_batch: int = Field(
+        8, ge=1, le=50, description="LLM judge: claims per call (batches run concurrently)."
+    )
+    citation_nli_support_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Entailment verifier: the entailment probability (best passage window) "
+        "a claim needs to be SUPPORTED.",
+    )
+    citation_nli_contradiction_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Entailment verifier: a claim is CONTRADICTED when a passage window's "
+        "contradiction probability reaches this and exceeds the best entailment.",
+    )
+    citation_nli_timeout_s: float = Field(
+        5.0, gt=0, description="Entailment verifier: budget of one Entail call; past it, the "
+        "next verifier judges its claims.",
+    )
+    verify_before_show: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Hold each answer sentence until its citations are checked and withhold "
+        "those that fail (listed in the citations event's `withheld`). auto: on when the "
+        "first available verifier is nli or llm (similarity alone is no proof to withhold "
+        "on); off: stream as written and only label citations.",
     )
     agent_steps: int = Field(
         0, ge=0, le=20, description="Default tool rounds of the agentic loop; 0 = off."
@@ -203,6 +306,12 @@ class OrchestratorSettings(ServiceSettings):
     def fusion_choice(self) -> FusionChoice:
         """FUSION and FUSION_WEIGHTS as the retrieval stage's configured fusion."""
         return FusionChoice(self.fusion, parse_weights(self.fusion_weights))
+
+    @field_validator("citation_verifiers")
+    @classmethod
+    def _known_verifiers(cls, value: str) -> str:
+        parse_order(value)  # ValueError names the unknown or repeated verifier
+        return value
 
     @field_validator("llm_order")
     @classmethod

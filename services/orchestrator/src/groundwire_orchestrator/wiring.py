@@ -10,7 +10,10 @@ from dataclasses import dataclass
 import grpc
 
 from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.errors import GroundwireError
 from groundwire_core.grpc.client import create_channel
+from groundwire_orchestrator.clients.embedder_outage import EmbedderOutage, OutageAwareEmbedder
+from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.clients.reranker import RerankerClient
 from groundwire_orchestrator.clients.retriever import RetrieverClient
 from groundwire_orchestrator.llm.base import LLMProvider
@@ -21,30 +24,98 @@ from groundwire_orchestrator.settings import OrchestratorSettings
 from groundwire_orchestrator.stages.analysis import FilterableFields, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import GroundedAnswerStage
 from groundwire_orchestrator.stages.citations import CitationVerifier
+from groundwire_orchestrator.stages.coverage import CoverageParams, CoverageStage
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
 from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
 from groundwire_orchestrator.stages.rerank import RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
 from groundwire_orchestrator.text.passages import PassageVectors
+from groundwire_orchestrator.verification.base import ClaimVerifier, Method
+from groundwire_orchestrator.verification.chain import (
+    CachedReadiness,
+    ReadyCheck,
+    VerifierChain,
+    parse_order,
+)
+from groundwire_orchestrator.verification.judge import LlmJudge
+from groundwire_orchestrator.verification.nli import NliThresholds, NliVerifier
+from groundwire_orchestrator.verification.similarity import SimilarityVerifier
 
 READ_DOCUMENT_MAX_CHUNKS = 200
+
+
+def _entailment_ready(reranker: RerankerClient, timeout_s: float) -> ReadyCheck:
+    """Whether the reranker serves an NLI model now (its Info; False when it is down)."""
+
+    async def probe() -> bool:
+        try:
+            return (await reranker.load(timeout_s=timeout_s)).entailment_ready
+        except GroundwireError:
+            return False
+
+    return probe
+
+
+def build_verifiers(
+    settings: OrchestratorSettings,
+    *,
+    llm: LLMProvider | None,
+    passages: PassageVectors,
+    reranker: RerankerClient | None = None,
+) -> VerifierChain:
+    """The citation verifiers in CITATION_VERIFIERS order, those not configured left
+    out (no reranker, no LLM); the NLI verifier is skipped while the reranker serves no
+    NLI model (its Info, re-read every RERANKER_INFO_TTL_S)."""
+    s = settings
+    available: dict[str, ClaimVerifier | None] = {
+        "nli": NliVerifier(
+            reranker,
+            thresholds=NliThresholds(
+                s.citation_nli_support_threshold, s.citation_nli_contradiction_threshold
+            ),
+            timeout_s=s.citation_nli_timeout_s,
+        )
+        if reranker is not None
+        else None,
+        "llm": LlmJudge(
+            llm, timeout_s=s.citation_judge_timeout_s, batch_size=s.citation_judge_batch
+        )
+        if llm is not None
+        else None,
+        "similarity": SimilarityVerifier(passages, threshold=s.citation_support_threshold),
+    }
+    ready: dict[Method, ReadyCheck] = {}
+    if reranker is not None:
+        # short: a hung reranker must not hold every answer's citation check for long
+        probe = _entailment_ready(reranker, min(0.5, s.rerank_timeout_s))
+        ready["nli"] = CachedReadiness(probe, ttl_s=s.reranker_info_ttl_s)
+    return VerifierChain(
+        [v for m in parse_order(s.citation_verifiers) if (v := available[m]) is not None],
+        ready,
+    )
 
 
 def build_pipeline(
     settings: OrchestratorSettings,
     *,
-    embedder: EmbedderClient,
+    embedder: Embedder,
     retriever: RetrieverClient,
     reranker: RerankerClient | None,
     llm: LLMProvider | None,
-    query_embedder: EmbedderClient | None = None,
+    query_embedder: Embedder | None = None,
 ) -> Pipeline:
     """Every stage configured from ``settings``; opens nothing. ``query_embedder``
     embeds queries (``embedder`` when None; passages always go to ``embedder``)."""
     s = settings
     query = query_embedder or embedder
     passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
+    verifier = CitationVerifier(
+        embedder,
+        threshold=s.citation_support_threshold,
+        passages=passages,
+        chain=build_verifiers(s, llm=llm, passages=passages, reranker=reranker),
+    )
     answer = (
         GroundedAnswerStage(
             llm,
@@ -55,6 +126,16 @@ def build_pipeline(
         )
         if llm is not None
         else None
+    )
+    rerank = RerankStage(
+        reranker,
+        candidates=s.candidates,
+        keep=s.rerank_keep,
+        threshold=s.rerank_threshold,
+        timeout_s=s.rerank_timeout_s,
+        budget_ms=s.rerank_budget_ms,
+        min_candidates=s.rerank_min_candidates,
+        info_ttl_s=s.reranker_info_ttl_s,
     )
     return Pipeline(
         analysis=QueryAnalysisStage(
@@ -68,30 +149,37 @@ def build_pipeline(
                 rrf_k=s.rrf_k,
                 dense_floor=s.dense_floor,
                 fusion=s.fusion_choice,
+                late_interaction=s.late_interaction,
+                late_interaction_depth=s.late_interaction_depth,
+                reranker_configured=reranker is not None,
+                rerank_will_skip=rerank.will_skip,
             ),
         ),
-        rerank=RerankStage(
-            reranker,
-            candidates=s.candidates,
-            keep=s.rerank_keep,
-            threshold=s.rerank_threshold,
-            timeout_s=s.rerank_timeout_s,
-            budget_ms=s.rerank_budget_ms,
-            min_candidates=s.rerank_min_candidates,
-            info_ttl_s=s.reranker_info_ttl_s,
-        ),
+        rerank=rerank,
         screening=ScreeningStage(),
         listwise=ListwiseRerankStage(
             llm, top_k=s.listwise_top_k, timeout_s=s.listwise_timeout_s
         ),
         answer=answer,
         extractive=ExtractiveAnswerStage(
-            query, min_score=s.extractive_min_score, passages=passages
+            query,
+            min_score=s.extractive_min_score,
+            passages=passages,
+            reranker=reranker if s.extractive_cross_encoder else None,
+            rerank_timeout_s=s.rerank_timeout_s,
         ),
-        verifier=CitationVerifier(
-            embedder, threshold=s.citation_support_threshold, passages=passages
-        ),
+        verifier=verifier,
         reader=SourceReader(query, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),
+        coverage=CoverageStage(
+            CoverageParams(
+                threshold=s.decline_threshold,
+                rerank_threshold=s.decline_rerank_threshold,
+                dense_weight=s.decline_dense_weight,
+                top_k=s.decline_top_k,
+                names=s.decline_unknown_names,
+                with_llm=s.decline_with_llm,
+            )
+        ),
         config=ChainConfig(
             candidates=s.candidates,
             rerank_keep=s.rerank_keep,
@@ -102,6 +190,7 @@ def build_pipeline(
             search_tool_results=s.agent_search_results,
             tool_result_tokens=s.agent_result_tokens,
             listwise_reasons=s.listwise_reasons,
+            verify_before_show=s.verify_before_show,
         ),
     )
 
@@ -139,11 +228,19 @@ async def assemble(
     }
     if s.reranker_addr:
         channels["reranker"] = create_channel(s.reranker_addr)
+    # one outage for both clients: a failed query embedding spares the citation
+    # check's passage batch its wait, and the other way round
+    outage = EmbedderOutage(s.embedder_retry_after_s)
     pipeline = build_pipeline(
         s,
-        embedder=EmbedderClient(channels["embedder"], timeout_s=s.call_timeout_s),
-        query_embedder=EmbedderClient(
-            channels["embedder"], timeout_s=min(s.embedder_query_timeout_s, s.call_timeout_s)
+        embedder=OutageAwareEmbedder(
+            EmbedderClient(channels["embedder"], timeout_s=s.call_timeout_s), outage
+        ),
+        query_embedder=OutageAwareEmbedder(
+            EmbedderClient(
+                channels["embedder"], timeout_s=min(s.embedder_query_timeout_s, s.call_timeout_s)
+            ),
+            outage,
         ),
         retriever=RetrieverClient(channels["retriever"], timeout_s=s.call_timeout_s),
         reranker=RerankerClient(channels["reranker"]) if "reranker" in channels else None,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from groundwire_core.clients.embedder import EmbedderInfo, TextEmbedding
-from groundwire_orchestrator.clients.reranker import RerankerLoad
+from groundwire_orchestrator.clients.reranker import EntailProbs, RerankerLoad
 from groundwire_orchestrator.clients.retriever import CollectionInfo, HybridQuery, PathSummary
 from groundwire_orchestrator.domain import Candidate
 
@@ -32,3 +32,11 @@ class Reranker(Protocol):
     ) -> list[tuple[int, float]]: ...
 
     async def load(self, *, timeout_s: float) -> RerankerLoad: ...
+
+
+class Entailer(Protocol):
+    """The reranker's NLI model (the entailment citation verifier's backend)."""
+
+    async def entail(
+        self, pairs: Sequence[tuple[str, str]], *, timeout_s: float
+    ) -> list[EntailProbs]: ...

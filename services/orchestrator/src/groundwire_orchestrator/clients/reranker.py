@@ -1,4 +1,5 @@
-"""The orchestrator's client of the reranker: Rerank, and Info for its current load."""
+"""The orchestrator's client of the reranker: Rerank, Entail (the NLI model, when it
+serves one), and Info for its current load."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ class RerankerLoad:
     ms_per_passage: float
     """Recent median per passage scored; 0 when unknown."""
     max_batch_passages: int
+    entailment_ready: bool = False
+    """Whether an NLI model is loaded and ``entail`` can answer."""
+    entailment_max_tokens: int = 0
+    """Longest (premise, hypothesis) pair the NLI model reads; 0 without one."""
+
+
+@dataclass(frozen=True)
+class EntailProbs:
+    """The NLI model's softmax over its three labels for one (premise, hypothesis) pair."""
+
+    entailment: float
+    neutral: float
+    contradiction: float
 
 
 class RerankerClient:
@@ -37,6 +51,19 @@ class RerankerClient:
             reply = await self._stub.Rerank(request, timeout=timeout_s)
         return [(r.index, r.score) for r in reply.results]
 
+    async def entail(
+        self, pairs: Sequence[tuple[str, str]], *, timeout_s: float
+    ) -> list[EntailProbs]:
+        """Label probabilities of each (premise, hypothesis) pair, in order; failures
+        (no NLI model: Unavailable; queue full: Overloaded) as GroundwireError naming
+        "reranker"."""
+        request = reranker_pb2.EntailRequest(
+            pairs=[reranker_pb2.EntailPair(premise=p, hypothesis=h) for p, h in pairs]
+        )
+        with rpc_errors("reranker"):
+            reply = await self._stub.Entail(request, timeout=timeout_s)
+        return [EntailProbs(r.entailment, r.neutral, r.contradiction) for r in reply.results]
+
     async def load(self, *, timeout_s: float) -> RerankerLoad:
         """The reranker's readiness and load; failures as GroundwireError naming "reranker"."""
         with rpc_errors("reranker"):
@@ -46,4 +73,6 @@ class RerankerClient:
             queue_depth=reply.queue_depth,
             ms_per_passage=reply.ms_per_passage,
             max_batch_passages=reply.max_batch_passages,
+            entailment_ready=reply.entailment_ready,
+            entailment_max_tokens=reply.entailment_max_tokens,
         )

@@ -49,6 +49,12 @@ class HybridQuery:
     """A fusion method, named after the retriever's ``Fusion`` enum (``fusion.METHODS``)."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """Per-path weights of the fusion, by path name."""
+    group_by_source: bool = False
+    """One candidate per source (document): its best chunk (the retriever groups)."""
+    multi: Sequence[Sequence[float]] = ()
+    """The query's ColBERT vectors, for late interaction (see late_interaction_depth)."""
+    late_interaction_depth: int = 0
+    """MaxSim-rescore the top this-many fused candidates in the retriever; 0 = off."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +98,15 @@ class RetrieverClient:
             weights=dict(query.weights),
             paths=[_PATHS[p] for p in query.paths],
             embedder_model=query.embedder_model,
+            group_by=retriever_pb2.GROUP_BY_DOCUMENT
+            if query.group_by_source
+            else retriever_pb2.GROUP_BY_CHUNK,
         )
         if query.dense is not None:
             request.dense.CopyFrom(common_pb2.DenseVector(values=query.dense))
+        if query.late_interaction_depth:
+            request.late_interaction_depth = query.late_interaction_depth
+            request.multi_vector.extend(common_pb2.DenseVector(values=v) for v in query.multi)
         if query.sparse:
             items = sorted(query.sparse.items())
             request.sparse.CopyFrom(
@@ -113,6 +125,11 @@ class RetrieverClient:
                 score=h.score,
                 fused_score=h.score,
                 chunk_index=h.chunk.chunk_index,
+                path_scores=tuple(sorted(h.path_scores.items())),
+                matching_chunks=h.matching_chunks,
+                other_headings=tuple(h.other_headings),
+                # doc_end 0: stored before ingest recorded the range (text is never empty)
+                doc_span=(h.chunk.doc_start, h.chunk.doc_end) if h.chunk.doc_end else None,
             )
             for h in reply.hits
         ]
@@ -126,4 +143,9 @@ class RetrieverClient:
             )
             for p in reply.paths
         ]
+        if reply.HasField("late_interaction"):  # reported as one more step: hits = rescored
+            late = reply.late_interaction
+            paths.append(
+                PathSummary("late_interaction", late.ms, late.rescored, late.skipped, late.reason)
+            )
         return candidates, paths

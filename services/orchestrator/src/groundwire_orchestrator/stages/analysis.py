@@ -3,7 +3,14 @@ rewritten keyword query (BM25, learned sparse), a hypothetical answer passage (H
 embedded for the dense path), the intent, payload filters and negative constraints.
 
 Fallback: no LLM, a timeout, a provider error, a reply that is not JSON or does not
-match the schema -> the raw query passes through unchanged, and the report says why.
+match the schema -> the raw query passes through unchanged, and the report says why;
+a follow-up is first made self-contained by the heuristic of ``text.follow_up`` (the
+previous question combined with it).
+
+Follow-ups: the question actually searched (``QueryAnalysis.searched``: the LLM's
+``standalone_question``, else the heuristic's) is what retrieval, the cross-encoder and
+the extractive answer use; the report's ``standalone_question`` detail shows it
+whenever it differs from the message, and ``follow_up`` says who resolved it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from groundwire_orchestrator.clients.interfaces import Retriever
 from groundwire_orchestrator.domain import FieldFilter, QueryAnalysis, StageReport, Turn
 from groundwire_orchestrator.llm.base import LLMProvider
 from groundwire_orchestrator.llm.structured import StructuredReplyError, ask_json
+from groundwire_orchestrator.text.follow_up import standalone_question
 
 
 class FilterReply(BaseModel):
@@ -36,6 +44,7 @@ class AnalysisReply(BaseModel):
     intent: str = Field(default="", max_length=300)
     filters: list[FilterReply] = Field(default_factory=list, max_length=10)
     negatives: list[str] = Field(default_factory=list, max_length=10)
+    standalone_question: str = Field(default="", max_length=1000)
 
 
 SYSTEM_PROMPT = """\
@@ -56,6 +65,9 @@ explicitly restricts the results to certain values of these fields: {fields}. \
 Otherwise [].
 - "negatives": things the results must not be or contain, taken from the query (for \
 "quiet, not too loud" give ["loud"]); otherwise [].
+- "standalone_question": the query as one complete question that makes sense without \
+the earlier conversation, in the query's words and language (the query itself when it \
+already stands alone).
 """
 
 _HISTORY_CHARS = 1500
@@ -135,10 +147,18 @@ class QueryAnalysisStage:
         started = time.perf_counter()
         details: dict[str, str] = {}
 
+        heuristic = standalone_question(inp.query, inp.history)
+        resolved = heuristic if heuristic != inp.query else ""
+
         def passthrough(reason: str, dependency: str) -> tuple[QueryAnalysis, StageReport]:
             ms = (time.perf_counter() - started) * 1e3
+            if resolved:
+                details.update(
+                    standalone_question=resolved[:200],
+                    follow_up="combined with the previous question (no LLM rewrite)",
+                )
             report = StageReport("analysis", ms, True, reason, dependency, details)
-            return QueryAnalysis.passthrough(inp.query), report
+            return QueryAnalysis.passthrough(inp.query, resolved), report
 
         if self._llm is None:
             return passthrough("no LLM is configured: the raw query is used", "llm")
@@ -163,6 +183,12 @@ class QueryAnalysisStage:
         rewritten = " ".join(reply.rewritten_query.split()) or inp.query
         hyde = reply.hyde_document.strip() or inp.query
         negatives = tuple(n.strip() for n in reply.negatives if n.strip())
+        # only a message with earlier turns can need resolving: a rephrasing of a
+        # question that stands alone would only move the cross-encoder off its words
+        rewrite = " ".join(reply.standalone_question.split()) if inp.history else ""
+        standalone = rewrite if rewrite != inp.query else ""
+        if not rewrite:
+            standalone = resolved  # the model gave none: the heuristic's, if any
         analysis = QueryAnalysis(
             query=inp.query,
             rewritten_query=rewritten,
@@ -171,6 +197,7 @@ class QueryAnalysisStage:
             filters=filters,
             negatives=negatives,
             analysed=True,
+            standalone_question=standalone,
         )
         details.update(
             rewritten_query=rewritten[:200],
@@ -183,5 +210,12 @@ class QueryAnalysisStage:
             details["filters_dropped"] = ", ".join(dropped)
         if negatives:
             details["negatives"] = "; ".join(negatives)[:200]
+        if standalone:
+            details["standalone_question"] = standalone[:200]
+            details["follow_up"] = (
+                "rewritten by the LLM"
+                if standalone == rewrite
+                else "combined with the previous question (the LLM gave no standalone question)"
+            )
         ms = (time.perf_counter() - started) * 1e3
         return analysis, StageReport("analysis", ms, details=details)

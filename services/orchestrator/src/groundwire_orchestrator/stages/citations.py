@@ -1,48 +1,30 @@
 """The citation check stage: the answer's [n] markers parsed per sentence, and each
-cited chunk checked for support of the sentence that cites it (the numbering of
-sources and the stream's marker filter are text.ledger's).
+cited chunk checked for support of the sentence that cites it by the configured
+verifiers (verification.chain: nli -> llm -> similarity, falling back per claim).
 
-Verification method (per (sentence, cited chunk) pair):
-
-- semantic: the embedder's cosine between the sentence (markers stripped) and each
-  sentence of the chunk, and the chunk body as a whole; the best one counts.
-- lexical: the share of the sentence's content words (stop words removed, crudely
-  stemmed) that occur in the chunk.
-- support = 0.6 * max(semantic, 0) + 0.4 * lexical, in [0, 1]; a sentence with fewer
-  than two content words ("Yes [1].") is judged on the semantic part alone.
-- figures: when the sentence states a number (digits, or a number word from "three"
-  up) that the chunk does not contain, the support is halved — invented figures are
-  the commonest unsupported claim that still shares the chunk's topic and words.
-- a sentence quoted verbatim from the chunk (four content words or more; with its
-  citation markers removed and nothing else changed, its text occurs in the chunk's,
-  whitespace runs read as one space) is supported (support 1) without the embedder.
-  Every extractive quote is one. A quote that drops a backtick, an underscore or a
-  space is not verbatim: it is judged on its support like any paraphrase.
-- a fenced code block in the answer is one claim, cited by a line of markers right
-  after its closing fence (as the extractive answer writes it); numbers inside a code
-  block are code, not citations.
-- SUPPORTED when the support reaches the threshold (settings, default 0.45),
-  UNSUPPORTED otherwise.
+- a claim is the sentence with its markers and markup stripped; a fenced code block in
+  the answer is one claim, cited by a line of markers right after its closing fence
+  (as the extractive answer writes it); numbers inside a code block are code, not
+  citations. Sentences split at full stops, but not at abbreviations or initials
+  ("E. coli", "e.g.", "Fig. 2", "et al."), so a claim is whole.
+- a verbatim quote is checked like any claim: it proves the words exist in the chunk,
+  not that they support or answer anything (the report counts them as ``verbatim``).
 - a sentence that repeats injected instructions (it matches the injection screen's
-  patterns) and cites a passage the screen flagged is UNSUPPORTED (support 0): text
-  written to steer a model is no evidence, however verbatim the quote.
+  patterns) and cites a passage the screen flagged is UNSUPPORTED (support 0) before
+  any verifier sees it: text written to steer a model is no evidence.
+- each citation carries the method that judged it, the contradiction score, the
+  sentence's [start, end) in the answer and the supporting sentence's [start, end) in
+  the chunk's text (heading line included, as sent to clients).
 
-Calibrated with MiniLM: paraphrases of a chunk's statements score 0.52-0.86, the same
-sentences checked against an unrelated chunk 0.03-0.11. What it does not catch: a
-sentence on the chunk's topic that swaps an entity or a negation ("per account, not
-per key") scores like a paraphrase; that needs an entailment model.
-
-Embedder down -> every citation UNCHECKED (support 0) and the stage reports it.
+Every verifier failing -> citations UNCHECKED (support 0) and the stage reports it.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder
 from groundwire_orchestrator.domain import (
     Candidate,
@@ -52,40 +34,21 @@ from groundwire_orchestrator.domain import (
     Verification,
 )
 from groundwire_orchestrator.stages.screening import screen
-from groundwire_orchestrator.text.passages import PassageVectors, Vector, cosine
+from groundwire_orchestrator.text.passages import PassageVectors
 from groundwire_orchestrator.text.quotes import closes, fence_of, is_marker_line, remove_markers
 from groundwire_orchestrator.text.sentences import (
     LIST_MARK,
     chunk_body,
     content_words,
     marker_numbers,
-    overlap,
-    prose_sentences,
-    split_sentences,
+    sentence_spans,
     strip_markers,
 )
+from groundwire_orchestrator.verification.base import Claim, Judgement
+from groundwire_orchestrator.verification.chain import VerifierChain
+from groundwire_orchestrator.verification.similarity import SimilarityVerifier
 
-SEMANTIC_WEIGHT = 0.6
-LEXICAL_WEIGHT = 0.4
-_UNITS_PER_CHUNK = 6
-_NUMBER_WORDS = frozenset(
-    """three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
-    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
-    ninety hundred thousand million billion""".split()
-)
-_FIGURE = re.compile(r"\d+(?:[.,]\d+)*|[a-z]+")
-
-
-def figures(text: str) -> set[str]:
-    """Numbers stated in ``text``: digit groups (separators removed) and number words."""
-    found = set()
-    for token in _FIGURE.findall(text.lower()):
-        if token[0].isdigit():
-            found.add(token.replace(",", ""))
-        elif token in _NUMBER_WORDS:
-            found.add(token)
-    return found
-
+_DEPENDENCY = {"nli": "reranker", "llm": "llm", "similarity": "embedder", "none": ""}
 
 # -------------------------------------------------------------------- parsing
 
@@ -99,65 +62,74 @@ class CitedSentence:
     numbers: tuple[int, ...]
     quote: str = ""
     """Only the markers removed: what a verbatim quote has in common with the chunk."""
+    span: tuple[int, int] = (0, 0)
+    """[start, end) of ``sentence`` in the answer text."""
 
 
-def _answer_units(text: str) -> list[tuple[str, str | None]]:
-    """``text`` as (unit, claim) pairs: its sentences (claim None: derived), and each
-    fenced code block with the marker line after it as one unit (claim: the block)."""
-    units: list[tuple[str, str | None]] = []
-    prose: list[str] = []
-    lines = text.splitlines()
+def answer_units(text: str) -> list[tuple[tuple[int, int], str | None]]:
+    """``text`` as (span, block) pairs: each sentence (block None) and each fenced code
+    block with the marker line after it as one unit (block: the code block), with its
+    [start, end) in ``text``."""
+    units: list[tuple[tuple[int, int], str | None]] = []
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    prose_from = 0
+
+    def add_prose(end: int) -> None:
+        segment = text[prose_from:end]
+        units.extend(((prose_from + s, prose_from + e), None) for s, e in sentence_spans(segment))
+
     i = 0
     while i < len(lines):
-        fence = fence_of(lines[i])
+        fence = fence_of(lines[i].rstrip("\r\n"))
         end = None
         if fence is not None:
-            end = next((j for j in range(i + 1, len(lines)) if closes(fence, lines[j])), None)
+            end = next(
+                (j for j in range(i + 1, len(lines)) if closes(fence, lines[j].rstrip("\r\n"))),
+                None,
+            )
         if fence is None or end is None:
-            prose.append(lines[i])
             i += 1
             continue
-        units += [(s, None) for s in split_sentences("\n".join(prose))]
-        prose = []
-        block = "\n".join(lines[i : end + 1])
-        if end + 1 < len(lines) and is_marker_line(lines[end + 1]):
-            units.append((f"{block}\n{lines[end + 1]}", block))
+        add_prose(starts[i])
+        block = text[starts[i] : starts[end] + len(lines[end].rstrip("\r\n"))]
+        unit_end = starts[i] + len(block)
+        if end + 1 < len(lines) and is_marker_line(lines[end + 1].rstrip("\r\n")):
             end += 1
+            unit_end = starts[end] + len(lines[end].rstrip("\r\n"))
+        units.append(((starts[i], unit_end), block))
         i = end + 1
-    units += [(s, None) for s in split_sentences("\n".join(prose))]
+        prose_from = starts[i]
+    add_prose(len(text))
     return units
+
+
+def parse_unit(text: str, span: tuple[int, int], block: str | None) -> CitedSentence:
+    """One unit of ``text`` (see :func:`answer_units`) with its distinct numbers (none
+    when it cites nothing)."""
+    sentence = text[span[0] : span[1]]
+    marked = sentence if block is None else sentence[len(block) :]
+    numbers = tuple(dict.fromkeys(marker_numbers(marked)))
+    if block is not None:
+        return CitedSentence(sentence, block, numbers, block, span)
+    return CitedSentence(sentence, strip_markers(sentence), numbers, remove_markers(sentence), span)
 
 
 def cited_sentences(text: str) -> list[CitedSentence]:
     """Sentences (and code blocks) of ``text`` that cite something, each with its
-    distinct numbers."""
-    out = []
-    for sentence, block in _answer_units(text):
-        marked = sentence if block is None else sentence[len(block) :]
-        numbers = tuple(dict.fromkeys(marker_numbers(marked)))
-        if not numbers:
-            continue
-        if block is not None:
-            out.append(CitedSentence(sentence, block, numbers, block))
-        else:
-            out.append(
-                CitedSentence(sentence, strip_markers(sentence), numbers, remove_markers(sentence))
-            )
-    return out
-
-
-def _chunk_units(cand: Candidate) -> list[str]:
-    body = chunk_body(cand)
-    units = [u for u in prose_sentences(body) if len(u) >= 3]
-    whole = " ".join(body.split())
-    return [*units, whole] if whole else units
+    distinct numbers and its span in ``text``."""
+    parsed = (parse_unit(text, span, block) for span, block in answer_units(text))
+    return [c for c in parsed if c.numbers]
 
 
 def is_quote(quote: str, cand: Candidate) -> bool:
     """Whether ``quote`` (four content words or more; citation markers already
-    removed) occurs in the chunk's text as it is, whitespace runs aside: supported by
-    definition, no embedding needed (every extractive quote is one). A list item's
-    bullet and the final punctuation may differ (an answer's list is its own)."""
+    removed) occurs in the chunk's text as it is, whitespace runs aside. Counted in the
+    report, never taken as support: a quote proves the words exist, not that they
+    support or answer anything. A list item's bullet and the final punctuation may
+    differ (an answer's list is its own)."""
     if len(content_words(quote)) < 4:
         return False
     chunk = " ".join(cand.text.split())
@@ -168,24 +140,35 @@ def is_quote(quote: str, cand: Candidate) -> bool:
     return bool(bare) and bare in chunk
 
 
-def _closest_units(cand: Candidate, claims: Sequence[str], limit: int) -> list[str]:
-    """The chunk's units worth embedding for ``claims``: the whole body, and the
-    ``limit`` sentences sharing most words with them (bounds the embedder's work)."""
-    units = _chunk_units(cand)
-    if len(units) <= limit + 1:
-        return units
-    words = [w for c in claims for w in content_words(c)]
-    sentences, whole = units[:-1], units[-1]
-    ranked = sorted(sentences, key=lambda u: -overlap(words, content_words(u)))
-    return [*ranked[:limit], whole]
-
-
 @dataclass(frozen=True)
 class VerificationInput:
     text: str
     """The answer ("" for a decline: it cites nothing)."""
     sources: Callable[[int], NumberedSource | None]
     """The source a citation number points at (the response's ledger)."""
+
+
+def _citation(
+    cs: CitedSentence, src: NumberedSource, judgement: Judgement
+) -> Citation:
+    cand = src.candidate
+    evidence = None
+    if judgement.evidence is not None:
+        # the verifiers see the chunk's body; clients get the whole text
+        offset = len(cand.text) - len(chunk_body(cand))
+        evidence = (judgement.evidence[0] + offset, judgement.evidence[1] + offset)
+    return Citation(
+        src.number,
+        cs.sentence,
+        judgement.status,
+        judgement.support,
+        method=judgement.method,
+        contradiction=judgement.contradiction,
+        answer_span=cs.span,
+        source_span=evidence,
+        reason=judgement.reason,
+        chunk_span=cand.doc_span,
+    )
 
 
 class CitationVerifier:
@@ -197,47 +180,30 @@ class CitationVerifier:
         *,
         threshold: float,
         passages: PassageVectors | None = None,
+        chain: VerifierChain | None = None,
     ) -> None:
         """``passages``: the chunk-text vectors shared with the extractive answer (one
-        of this verifier's own when None)."""
+        of this verifier's own when None). ``chain``: the verifiers in order (the
+        similarity score alone when None)."""
         self._threshold = threshold
         if passages is None and embedder is not None:
             passages = PassageVectors(embedder)
-        self._passages = passages
-
-    async def _unit_vectors(
-        self, claims: list[str], units: list[str]
-    ) -> dict[str, Vector]:
-        """Vectors of the claims and the chunks' units, all of one model; only the units
-        are kept (claims are new each time)."""
-        assert self._passages is not None
-        return (await self._passages.get([*claims, *units], keep=units)).vectors
-
-    def support(
-        self, claim: str, cand: Candidate, vectors: dict[str, Vector]
-    ) -> float:
-        """Support of ``claim`` by ``cand`` in [0, 1] (see the module docstring)."""
-        units = _chunk_units(cand)
-        claim_vec = vectors.get(claim)
-        semantic = max(
-            (cosine(claim_vec, vectors[u]) for u in units if u in vectors and claim_vec),
-            default=0.0,
+        self._chain = chain or VerifierChain(
+            [SimilarityVerifier(passages, threshold=threshold)]
         )
-        semantic = max(semantic, 0.0)
-        words = content_words(claim)
-        if len(set(words)) < 2:
-            score = semantic
-        else:
-            lexical = overlap(words, content_words(cand.text))
-            score = SEMANTIC_WEIGHT * semantic + LEXICAL_WEIGHT * lexical
-        if figures(claim) - figures(cand.text):
-            score *= 0.5
-        return min(score, 1.0)
+
+    @property
+    def threshold(self) -> float:
+        return self._threshold
+
+    async def proves_now(self) -> bool:
+        """Whether the first verifier ready now tells support from topic (nli or llm)."""
+        return await self._chain.proves_now()
 
     async def run(self, inp: VerificationInput) -> tuple[tuple[Citation, ...], StageReport]:
         """One Citation per (sentence, number) in the answer; numbers with no source are
-        skipped (the stream filter has removed them already). Never raises for the
-        embedder (its citations are UNCHECKED)."""
+        skipped (the stream filter has removed them already). Never raises for a
+        verifier (its citations are UNCHECKED)."""
         started = time.perf_counter()
         pairs = [
             (cs, src)
@@ -245,61 +211,60 @@ class CitationVerifier:
             for n in cs.numbers
             if (src := inp.sources(n)) is not None
         ]
-        details = {"threshold": f"{self._threshold:g}", "checked": str(len(pairs))}
+        citations, details, failure = await self.check(pairs)
+        details["threshold"] = f"{self._threshold:g}"
+        ms = (time.perf_counter() - started) * 1e3
+        reason, dependency = failure
+        return tuple(citations), StageReport(
+            "citations", ms, bool(reason), reason, dependency, details
+        )
+
+    async def check(
+        self, pairs: Sequence[tuple[CitedSentence, NumberedSource]]
+    ) -> tuple[list[Citation], dict[str, str], tuple[str, str]]:
+        """The citations of ``pairs`` in order, the report's details, and (reason,
+        dependency) of a fallback ("" when every citation was judged by the first
+        verifier)."""
         injected = {
             i
             for i, (cs, src) in enumerate(pairs)
             if src.candidate.injection_flagged and screen(cs.quote)
         }
-        quoted = {
-            i
-            for i, (cs, src) in enumerate(pairs)
-            if i not in injected and is_quote(cs.quote, src.candidate)
-        }
-        to_embed = [p for i, p in enumerate(pairs) if i not in quoted | injected]
-        fallback_reason = ""
-        dependency = ""
-        vectors: dict[str, Vector] | None = None
-        if to_embed:
-            if self._passages is None:
-                fallback_reason = "no embedder is configured: citations are unchecked"
-            else:
-                texts = [cs.claim for cs, _ in to_embed]
-                claims_of: dict[int, tuple[Candidate, list[str]]] = {}
-                for cs, src in to_embed:
-                    claims_of.setdefault(src.number, (src.candidate, []))[1].append(cs.claim)
-                units: list[str] = []
-                for cand, claims in claims_of.values():
-                    units += _closest_units(cand, claims, _UNITS_PER_CHUNK)
-                try:
-                    vectors = await self._unit_vectors(texts, units)
-                except GroundwireError as error:
-                    fallback_reason = f"citations are unchecked: {error.message}"
-                    dependency = error.dependency or "embedder"
+        to_judge = [i for i in range(len(pairs)) if i not in injected]
+        claims = [
+            Claim(pairs[i][0].claim, chunk_body(pairs[i][1].candidate)) for i in to_judge
+        ]
+        judged = dict(zip(to_judge, await self._chain.judge(claims), strict=True))
         citations = []
         for i, (cs, src) in enumerate(pairs):
-            if i in injected:
-                citations.append(Citation(src.number, cs.sentence, Verification.UNSUPPORTED, 0.0))
-                continue
-            if i in quoted:
-                citations.append(Citation(src.number, cs.sentence, Verification.SUPPORTED, 1.0))
-                continue
-            if vectors is None:
-                citations.append(Citation(src.number, cs.sentence, Verification.UNCHECKED, 0.0))
-                continue
-            score = self.support(cs.claim, src.candidate, vectors)
-            status = (
-                Verification.SUPPORTED if score >= self._threshold else Verification.UNSUPPORTED
+            judgement = judged.get(i) or Judgement(
+                Verification.UNSUPPORTED, 0.0, "none",
+                reason="repeats the instructions of a flagged passage",
             )
-            citations.append(Citation(src.number, cs.sentence, status, round(score, 4)))
-        if quoted:
-            details["verbatim"] = str(len(quoted))
+            citations.append(_citation(cs, src, judgement))
+        details = {"checked": str(len(pairs))}
+        verbatim = sum(is_quote(cs.quote, src.candidate) for cs, src in pairs)
+        if verbatim:
+            details["verbatim"] = str(verbatim)
         if injected:
             details["repeats_injection"] = str(len(injected))
         for status in Verification:
             details[status.value] = str(sum(c.status is status for c in citations))
-        ms = (time.perf_counter() - started) * 1e3
-        report = StageReport(
-            "citations", ms, bool(fallback_reason), fallback_reason, dependency, details
-        )
-        return tuple(citations), report
+        methods = [j.method for j in judged.values()]
+        for method in dict.fromkeys(methods):
+            details[f"method_{method}"] = str(methods.count(method))
+        return citations, details, self._failure(list(judged.values()))
+
+    def _failure(self, judgements: list[Judgement]) -> tuple[str, str]:
+        first = self._chain.method
+        fell = [j for j in judgements if j.method != first or j.status is Verification.UNCHECKED]
+        if not fell:
+            return "", ""
+        unchecked = [j for j in fell if j.status is Verification.UNCHECKED]
+        if unchecked:
+            why = unchecked[0].reason or "the check could not run"
+            return f"citations are unchecked: {why}", _DEPENDENCY.get(unchecked[0].method, "")
+        used = ", ".join(dict.fromkeys(j.method for j in fell))
+        why = fell[0].reason.partition("fell back (")[2].rstrip(")")
+        reason = f"{first} could not judge {len(fell)} citation(s) ({why}): {used} used"
+        return reason, _DEPENDENCY[first]

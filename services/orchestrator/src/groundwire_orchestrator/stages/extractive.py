@@ -3,11 +3,28 @@ units of the top excerpts that best match the question (prose sentences, list it
 fenced code blocks; see text.quotes), quoted verbatim, each with its [n] citation,
 and labelled extractive (mode and stage report).
 
-Units are scored against the query with the embedder (cosine, query vs the unit's
-plain text) blended with the share of the query's content words they contain; with
-the embedder down, the word share alone. Each unit is quoted as the chunk it cites
-has it: with the markers removed, the answer is the chunk's own text (whitespace runs
-aside), so each citation verifies as a quote.
+Units are scored against the query by the cross-encoder when one is configured and
+answers; otherwise with the embedder (cosine, query vs the unit's plain text) blended
+with the share of the query's content words they contain; with the embedder down, the
+word share alone. They are then chosen by maximal marginal relevance (MMR): each pick
+is the unit with the best ``MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * similarity to
+the units already chosen`` (embedder cosine, else word overlap), so the answer does not
+say one thing twice; a unit nearly identical to a chosen one (similarity at least
+``DUPLICATE_SIMILARITY``, or the same words) is never quoted. A sentence that only
+points elsewhere ("See Git Authentication.") answers nothing and is not a unit. At most
+``max_sentences`` units, ``per_source`` from one excerpt, read grouped per source in
+source order. A how-to question ("how do I", "which command") adds PROCEDURE_BONUS to
+code blocks: code shares few words with a question, yet is what such a question asks
+for (on the golden set, "How do I start the embedder by hand with two threads?" was
+answered with the prose around the command instead of the command).
+
+A unit scoring under ``RELATIVE_FLOOR`` times the best unit's score is not quoted
+either: a free slot is not a reason to quote something barely related. Code blocks
+and table rows are scored with the heading they sit under.
+
+Each unit is quoted as the chunk it cites has it: with the markers removed, the
+answer is the chunk's own text (whitespace runs aside). That proves the words exist,
+not that they answer the question: the citations are checked like any answer's.
 
 A passage flagged by the injection screen is never quoted: its text was written to
 be read as instructions, and an answer that quotes it repeats them to the user as
@@ -28,13 +45,15 @@ the embedding model, like the citation threshold's.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import GroundwireError
-from groundwire_orchestrator.clients.interfaces import Embedder
+from groundwire_orchestrator.clients.interfaces import Embedder, Reranker
 from groundwire_orchestrator.domain import NumberedSource, StageReport
+from groundwire_orchestrator.stages.rerank import RerankerLoadCache
 from groundwire_orchestrator.text.passages import PassageVectors, cosine, model_of
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX
 from groundwire_orchestrator.text.quotes import Unit, cite, cite_unit, quotable_units
@@ -53,6 +72,20 @@ LEXICAL_WEIGHT = 0.3
 MAX_UNIT_CHARS = 400
 MAX_CODE_CHARS = 800
 MAX_CODE_LINES = 16
+MMR_LAMBDA = 0.85
+RELATIVE_FLOOR = 0.6
+DUPLICATE_SIMILARITY = 0.9
+POINTER_MAX_WORDS = 8
+_IDENTIFIER_JOINS = re.compile(r"[_=./-]+")
+PROCEDURE_BONUS = 0.1
+_PROCEDURE = re.compile(
+    r"^\W*(?:how (?:do|can|should|would) (?:i|we|you|one)|how to|(?:which|what) commands?)\b",
+    re.IGNORECASE,
+)
+_POINTER = re.compile(
+    r"^(?:see(?: also)?|refer to|read|for (?:more|details|further)\b[^,.]*,?\s*see)\b",
+    re.IGNORECASE,
+)
 
 FLAGGED_ONLY = (
     f"{DECLINE_PREFIX}: the only passages that matched were flagged as possible prompt "
@@ -75,14 +108,25 @@ class _Candidate:
     number: int
     unit: Unit
     scored: str
-    flagged: bool
     """The text scored against the query: the unit without Markdown markup (a code
-    block: its introducing line and its code)."""
+    block: its section heading, introducing line and code; a table row: its section
+    heading and header row too)."""
+    flagged: bool
+    section: str = ""
+    """The heading the unit sits under: its words count in the word overlap."""
+
+
+def pointer_only(plain: str) -> bool:
+    """Whether a sentence only points elsewhere ("See Git Authentication.", "For
+    details, see the reranker page."): it answers nothing when quoted."""
+    return bool(_POINTER.match(plain)) and len(plain.split()) <= POINTER_MAX_WORDS
 
 
 def _quotable(unit: Unit) -> bool:
     if MARKER.search(unit.text):  # "x[1]" would be read as a citation
         return False
+    if unit.kind == "row":
+        return len(content_words(unit.text)) >= 2 and len(unit.text) <= MAX_UNIT_CHARS
     if unit.kind == "code":
         lines = unit.text.count("\n") + 1
         return (
@@ -92,7 +136,8 @@ def _quotable(unit: Unit) -> bool:
         )
     plain = strip_markers(unit.text)
     return (
-        len(plain.split()) >= 5
+        not pointer_only(plain)
+        and len(plain.split()) >= 5
         and len(unit.text) <= MAX_UNIT_CHARS
         and unit.text.rstrip()[-1] not in ":;,"
     )
@@ -100,15 +145,23 @@ def _quotable(unit: Unit) -> bool:
 
 def _candidates(src: NumberedSource) -> list[_Candidate]:
     out = []
+    path = src.candidate.heading_path
+    section = path[-1] if len(path) > 1 else ""  # the first is the document's title
     for unit in quotable_units(chunk_body(src.candidate)):
         if not _quotable(unit):
             continue
+        # code and table rows say little in words: their heading says what they are for
         if unit.kind == "code":
-            code = "\n".join(unit.text.splitlines()[1:-1])
-            scored = f"{strip_markers(unit.context)}\n{code}".strip()
+            # identifiers split into words: GROUNDWIRE_EMBEDDER_PORT says "embedder"
+            code = _IDENTIFIER_JOINS.sub(" ", "\n".join(unit.text.splitlines()[1:-1]))
+            scored = f"{section}: {strip_markers(unit.context)}\n{code}".strip(": \n")
+        elif unit.kind == "row":  # scored with its header ("| setting | default |")
+            scored = " ".join(f"{section}: {unit.context} {unit.text}".replace("|", " ").split())
         else:
             scored = strip_markers(unit.text)
-        out.append(_Candidate(src.number, unit, scored, src.candidate.injection_flagged))
+        out.append(
+            _Candidate(src.number, unit, scored, src.candidate.injection_flagged, section)
+        )
     return out
 
 
@@ -129,6 +182,50 @@ def compose(quoted: Sequence[tuple[Unit, int]]) -> str:
     return "\n\n".join("\n".join(b) for b in blocks)
 
 
+def _similarity(
+    a: int, b: int, vectors: Sequence[Sequence[float]] | None, words: Sequence[set[str]]
+) -> float:
+    """How alike two units are: embedder cosine, else the word overlap (Jaccard)."""
+    if vectors is not None:
+        return cosine(vectors[a], vectors[b])
+    union = words[a] | words[b]
+    return len(words[a] & words[b]) / len(union) if union else 1.0
+
+
+def select_mmr(
+    ranked: Sequence[int],
+    relevance: Sequence[float],
+    numbers: Sequence[int],
+    similarity: Callable[[int, int], float],
+    *,
+    limit: int,
+    per_source: int,
+) -> list[int]:
+    """Up to ``limit`` of ``ranked`` chosen by maximal marginal relevance, at most
+    ``per_source`` per source number; near-duplicates of a chosen unit (similarity
+    at least DUPLICATE_SIMILARITY) are never chosen."""
+    chosen: list[int] = []
+    per: dict[int, int] = {}
+    pool = list(ranked)
+    while pool and len(chosen) < limit:
+        best, best_value = -1, -float("inf")
+        for i in pool:
+            if per.get(numbers[i], 0) >= per_source:
+                continue
+            redundancy = max((similarity(i, j) for j in chosen), default=0.0)
+            if redundancy >= DUPLICATE_SIMILARITY:
+                continue
+            value = MMR_LAMBDA * relevance[i] - (1 - MMR_LAMBDA) * redundancy
+            if value > best_value:
+                best, best_value = i, value
+        if best < 0:
+            break
+        chosen.append(best)
+        per[numbers[best]] = per.get(numbers[best], 0) + 1
+        pool.remove(best)
+    return chosen
+
+
 class ExtractiveAnswerStage:
     def __init__(
         self,
@@ -140,10 +237,14 @@ class ExtractiveAnswerStage:
         max_embedded: int = 32,
         min_score: float = 0.0,
         passages: PassageVectors | None = None,
+        reranker: Reranker | None = None,
+        rerank_timeout_s: float = 2.0,
     ) -> None:
         """``passages``: the chunk-text vectors shared with the citation check (one of
         this stage's own when None). ``min_score``: the score a sentence needs to be
-        quoted; nothing is answered when no sentence has it (0 = always answer)."""
+        quoted (embedder scoring); nothing is answered when no sentence has it (0 =
+        always answer). ``reranker``: scores the units when it answers (the embedder
+        otherwise)."""
         self._embedder = embedder
         if passages is None and embedder is not None:
             passages = PassageVectors(embedder)
@@ -153,10 +254,20 @@ class ExtractiveAnswerStage:
         self._from_sources = from_sources
         self._max_embedded = max_embedded
         self._min_score = min_score
+        self._reranker = reranker
+        self._rerank_timeout_s = rerank_timeout_s
+        # the reranker's Info, cached: a reranker with no model (the offline profile)
+        # is not asked to score every answer's units
+        self._load = (
+            RerankerLoadCache(reranker, ttl_s=1.0, timeout_s=min(rerank_timeout_s, 1.0))
+            if reranker is not None
+            else None
+        )
 
     async def _semantic(
         self, query: str, candidates: Sequence[_Candidate]
-    ) -> list[float] | None:
+    ) -> tuple[list[float], list[Sequence[float]]] | None:
+        """Each unit's cosine to the query and its vector (None without the embedder)."""
         if self._embedder is None or self._passages is None:
             return None
         texts = [x.scored for x in candidates]
@@ -168,7 +279,35 @@ class ExtractiveAnswerStage:
         if qv is None:
             return None
         vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
-        return [cosine(qv, vectors[t]) if t in vectors else 0.0 for t in texts]
+        if any(t not in vectors for t in texts):
+            return None
+        return [cosine(qv, vectors[t]) for t in texts], [vectors[t] for t in texts]
+
+    async def _cross_encoder(
+        self, query: str, candidates: Sequence[_Candidate], details: dict[str, str]
+    ) -> list[float] | None:
+        """Each unit's cross-encoder score, or None (no reranker, no model loaded, or it
+        failed)."""
+        if self._reranker is None or self._load is None:
+            return None
+        try:
+            if not (await self._load.get()).ready:
+                return None
+            scored = await self._reranker.rerank(
+                query,
+                [c.scored for c in candidates],
+                top_n=len(candidates),
+                threshold=0.0,
+                timeout_s=self._rerank_timeout_s,
+            )
+        except GroundwireError as error:
+            details["cross_encoder"] = f"unavailable: {error.message}"
+            return None
+        scores = [0.0] * len(candidates)
+        for i, score in scored:
+            if 0 <= i < len(candidates):
+                scores[i] = score
+        return scores
 
     async def run(self, inp: ExtractiveInput) -> tuple[str, StageReport]:
         """The cited extractive answer: "" when no excerpt has a usable unit, or
@@ -176,8 +315,15 @@ class ExtractiveAnswerStage:
         started = time.perf_counter()
         top = inp.sources[: self._from_sources]
         # flagged passages are scored like the rest (to tell the reader when only they
-        # matched) but never quoted
-        candidates = [c for src in top for c in _candidates(src)]
+        # matched) but never quoted; a unit that repeats an earlier one's words is
+        # dropped (overlapping chunks, a sentence repeated across pages)
+        candidates: list[_Candidate] = []
+        seen: set[tuple[str, ...]] = set()
+        for c in (c for src in top for c in _candidates(src)):
+            key = tuple(content_words(c.scored))
+            if key not in seen:
+                seen.add(key)
+                candidates.append(c)
         details = {"mode": "extractive", "sentences_considered": str(len(candidates))}
         flagged = [str(s.number) for s in top if s.candidate.injection_flagged]
         if flagged:
@@ -191,7 +337,9 @@ class ExtractiveAnswerStage:
             details["sentences"] = "0"
             return finish("")
         query_words = content_words(inp.query)
-        lexical = [overlap(query_words, content_words(c.scored)) for c in candidates]
+        lexical = [
+            overlap(query_words, content_words(f"{c.section} {c.scored}")) for c in candidates
+        ]
         if len(candidates) > self._max_embedded:
             # only the units sharing most words with the query are embedded (cost);
             # flagged ones last, since they are never quoted
@@ -201,37 +349,55 @@ class ExtractiveAnswerStage:
             keep = sorted(keep[: self._max_embedded])
             candidates = [candidates[i] for i in keep]
             lexical = [lexical[i] for i in keep]
+        vectors: list[Sequence[float]] | None = None
         try:
             semantic = await self._semantic(inp.query, candidates)
-            details["scoring"] = "embedder + word overlap" if semantic else "word overlap"
         except GroundwireError as error:
             semantic = None
             details["scoring"] = f"word overlap (embedder unavailable: {error.message})"
-        scores = [
-            SEMANTIC_WEIGHT * semantic[i] + LEXICAL_WEIGHT * lexical[i]
-            if semantic
-            else lexical[i]
-            for i in range(len(candidates))
-        ]
+        if semantic is not None:
+            vectors = semantic[1]
+        crossed = await self._cross_encoder(inp.query, candidates, details)
+        if crossed is not None:
+            scores, floor = crossed, 0.0  # the coverage stage judged the question already
+            details["scoring"] = "cross-encoder"
+        elif semantic is not None:
+            scores = [
+                SEMANTIC_WEIGHT * semantic[0][i] + LEXICAL_WEIGHT * lexical[i]
+                for i in range(len(candidates))
+            ]
+            floor = self._min_score
+            details["scoring"] = "embedder + word overlap"
+        else:
+            scores, floor = lexical, 0.0  # word shares are on another scale
+            details.setdefault("scoring", "word overlap")
+        if _PROCEDURE.match(inp.query):
+            # "how do I ..." is answered by the commands more often than by the prose
+            # around them, and code says little in words the question shares
+            scores = [
+                s + PROCEDURE_BONUS if c.unit.kind == "code" else s
+                for s, c in zip(scores, candidates, strict=True)
+            ]
+            details["code_bonus"] = f"{PROCEDURE_BONUS:g} (a how-to question)"
         best = max(scores)
         details["best_score"] = f"{best:.3f}"
         ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
-        if semantic:  # a weak unit is never quoted; with none left, nothing is
-            ranked = [i for i in ranked if scores[i] >= self._min_score]
-            if not ranked:
-                details["declined"] = f"best sentence score {best:.3f} < {self._min_score}"
+        # a weak unit is never quoted: under the floor, or far below the best one (a
+        # free slot is not a reason to quote something barely related)
+        ranked = [i for i in ranked if scores[i] >= max(floor, RELATIVE_FLOOR * best)]
+        if not ranked:
+            details["declined"] = f"best sentence score {best:.3f} < {floor}"
         matched_flagged = any(candidates[i].flagged for i in ranked)
         ranked = [i for i in ranked if not candidates[i].flagged]
-        chosen: list[int] = []
-        per: dict[int, int] = {}
-        for i in ranked:
-            n = candidates[i].number
-            if per.get(n, 0) >= self._per_source:
-                continue
-            chosen.append(i)
-            per[n] = per.get(n, 0) + 1
-            if len(chosen) == self._max_sentences:
-                break
+        words = [set(content_words(c.scored)) for c in candidates]
+        chosen = select_mmr(
+            ranked,
+            scores,
+            [c.number for c in candidates],
+            lambda a, b: _similarity(a, b, vectors, words),
+            limit=self._max_sentences,
+            per_source=self._per_source,
+        )
         # read in the excerpts' order: by source number, then position in the chunk
         chosen.sort(key=lambda i: (candidates[i].number, candidates[i].unit.position))
         answer = compose([(candidates[i].unit, candidates[i].number) for i in chosen])

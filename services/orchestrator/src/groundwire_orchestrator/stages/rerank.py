@@ -155,6 +155,23 @@ class RerankStage:
             else None
         )
 
+    async def will_skip(self) -> bool:
+        """Whether a full pool would be left unscored now (no reranker, down, not
+        ready, or its load past the budget), from the same cached Info ``run`` reads:
+        retrieval asks it to choose late interaction in the cross-encoder's place."""
+        if self._load is None:
+            return True
+        try:
+            load = await self._load.get()
+        except GroundwireError:
+            return True
+        if not load.ready:
+            return True
+        plan = plan_rerank(
+            self._candidates, load, budget_ms=self._budget_ms, min_candidates=self._min_candidates
+        )
+        return plan.action == "skipped"
+
     async def run(self, inp: RerankInput) -> tuple[list[Candidate], StageReport]:
         """Reranked candidates (or the fused order), best first; never raises for the
         reranker."""

@@ -1,18 +1,21 @@
 """Quotable units of a chunk, taken verbatim, and the citation markers around them.
 
 The extractive answer quotes a chunk's own text: a prose sentence, a list item (its
-bullet kept) or a fenced code block (its fences kept). A unit's ``text`` holds every
+bullet kept), a table row (its pipes kept; the table's header row is its context) or
+a fenced code block (its fences kept). A unit's ``text`` holds every
 character of the chunk's text from its start to its end; only whitespace runs are
 made single spaces in sentences and list items (a line wrapped inside a paragraph is a
 space in Markdown too). A code block is copied exactly, line breaks and indentation
 included.
 
-What is not a unit: headings, tables, block quotes, indented code, and a fenced block
-the chunk cuts before its closing fence (half a block would read as a whole one).
+What is not a unit: headings, a table's header and delimiter rows, block quotes,
+indented code, and a fenced block the chunk cuts before its closing fence (half a block
+would read as a whole one).
 
 Citation markers: a sentence or a list item gets ``[n]`` before its final punctuation
-("Keys are limited [2]."); a code block gets a line of its own right after its closing
-fence (a marker on a fence line would change the fence). :func:`remove_markers` takes
+("Keys are limited [2]."), a table row after its last pipe; a code block gets a line
+of its own right after its closing fence (a marker on a fence line would change the
+fence). :func:`remove_markers` takes
 markers out again without touching any other character, so a quote with its markers
 removed is the chunk's text.
 """
@@ -25,13 +28,14 @@ from typing import Literal
 
 from groundwire_orchestrator.text.sentences import MARKER, split_sentences
 
-UnitKind = Literal["sentence", "item", "code"]
+UnitKind = Literal["sentence", "item", "code", "row"]
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^\s{0,12}(?:[-*+\u2022]|\d{1,3}[.)])\s+\S")
 _SPACED_MARKER = re.compile(r"[ \t]*" + MARKER.pattern)
 _MARKER_LINE = re.compile(r"^\s*(?:" + MARKER.pattern + r"\s*)+$")
 _FINAL = ".!?\"')\u201d\u2019"
+_TABLE_DELIMITER = re.compile(r"^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?$")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,8 @@ class Unit:
     position: int
     """Order in the chunk."""
     context: str = ""
-    """A code block's introducing line ("Install it with pip:"), for scoring only."""
+    """A code block's introducing line ("Install it with pip:"), or a table row's
+    header row, for scoring only."""
 
 
 def _closing(fence: str, line: str) -> bool:
@@ -96,6 +101,20 @@ def quotable_units(text: str) -> list[Unit]:
         if not stripped or stripped.startswith("#"):
             flush()  # a blank line or a heading ends a paragraph
             recent = recent if not stripped else ""
+        elif (
+            stripped.startswith("|")
+            and i + 1 < len(lines)
+            and _TABLE_DELIMITER.match(lines[i + 1].strip())
+        ):
+            flush()
+            recent = ""
+            # a table: each body row is a unit, the header row its context
+            header, i = stripped, i + 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                add("row", lines[i].strip(), header)
+                i += 1
+            previous_blank = False
+            continue
         elif stripped.startswith(("|", ">", "<")) or (
             previous_blank and line.startswith("    ") and not item
         ):
@@ -139,6 +158,8 @@ def cite_unit(unit: Unit, number: int) -> str:
     one for an uncited claim); a code block is followed by a line with the marker."""
     if unit.kind == "code":
         return f"{unit.text}\n[{number}]"
+    if unit.kind == "row":
+        return f"{unit.text} [{number}]"
     return " ".join(cite(s, number) for s in split_sentences(unit.text))
 
 

@@ -37,26 +37,76 @@ STOPWORDS = frozenset(
 )
 
 
+# Words whose full stop is not a sentence's end ("Fig. 2", "et al. (2020)", "e.g. X"):
+# splitting there cut claims such as "E. coli grows at 37 C" into fragments, and only
+# the last fragment was checked. Lower-cased, without the final dot.
+ABBREVIATIONS = frozenset(
+    """al approx ca cf ch dept dr eq eqs etc fig figs incl mr mrs ms no nos pp prof ref
+    refs resp sec sect st vol vs""".split()
+)
+# after these, an upper-case word does start a new sentence ("… Smith et al. The …")
+_ENDING_ABBREVIATIONS = frozenset({"al", "etc"})
+_DOTTED = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]$")
+"""An initial ("E"), or letters joined by dots ("e.g", "U.S") before the final dot."""
+
+
+def _is_abbreviation(line: str, match: re.Match[str]) -> bool:
+    """Whether the boundary ``match`` in ``line`` is the dot of an abbreviation or an
+    initial rather than a sentence's end (only a bare single dot can be one)."""
+    if match.group() != ".":
+        return False
+    before = line[: match.start()]
+    word = before[before.rfind(" ") + 1 :].lstrip("(\"'\u201c")
+    if not word:
+        return False
+    rest = line[match.end() :].lstrip()
+    upper_next = bool(rest) and rest[0].isupper()
+    lowered = word.lower()
+    if lowered in ABBREVIATIONS:
+        return not (upper_next and lowered in _ENDING_ABBREVIATIONS)
+    # an initial or a dotted abbreviation: one letter ("E"), or letters and dots ("e.g")
+    return bool(_DOTTED.fullmatch(word)) and (len(word) == 1 or "." in word)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each sentence of ``text`` (see :func:`split_sentences`), so
+    ``text[start:end]`` is the sentence, stripped."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for raw_line in text.splitlines(keepends=True):
+        line_start = offset
+        offset += len(raw_line)
+        line = raw_line.rstrip("\r\n")
+        lead = len(line) - len(line.lstrip())
+        if not line.strip():
+            continue
+        start = lead
+        item = LIST_MARK.match(line[lead:])
+        for match in _BOUNDARY.finditer(line, lead + item.end() if item else lead):
+            if _is_abbreviation(line, match):
+                continue
+            _add_span(spans, line, line_start, start, match.end())
+            start = match.end()
+        _add_span(spans, line, line_start, start, len(line))
+    return spans
+
+
+def _add_span(
+    spans: list[tuple[int, int]], line: str, line_start: int, start: int, end: int
+) -> None:
+    piece = line[start:end]
+    stripped = piece.strip()
+    if stripped:
+        first = start + len(piece) - len(piece.lstrip())
+        spans.append((line_start + first, line_start + first + len(stripped)))
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``; a line break always ends one, and citation markers that
     follow a sentence's final punctuation ("… done. [2]") stay with that sentence. A
-    list item's number ("3. …") belongs to its first sentence."""
-    sentences: list[str] = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line:
-            continue
-        start = 0
-        item = LIST_MARK.match(line)
-        for match in _BOUNDARY.finditer(line, item.end() if item else 0):
-            piece = line[start : match.end()].strip()
-            if piece:
-                sentences.append(piece)
-            start = match.end()
-        rest = line[start:].strip()
-        if rest:
-            sentences.append(rest)
-    return sentences
+    list item's number ("3. …") belongs to its first sentence. The dot of an
+    abbreviation or an initial ("E. coli", "e.g.", "Fig. 2", "et al.") ends none."""
+    return [text[s:e] for s, e in sentence_spans(text)]
 
 
 def prose_sentences(text: str) -> list[str]:

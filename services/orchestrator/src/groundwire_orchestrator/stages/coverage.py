@@ -1,0 +1,196 @@
+"""Coverage: whether the collection covers the question at all, decided from
+calibrated evidence before an answer is written.
+
+Retrieval always returns *something* (BM25 matches any shared word), so without a
+judge of relevance an off-topic question gets quoted back unrelated passages. This
+stage weighs the evidence of the ranked candidates and declines when it is too weak:
+
+- **cross-encoder** (the rerank stage scored the candidates): the best reranker score
+  against ``rerank_threshold``. Not calibrated here: no cross-encoder weights can be
+  had offline, so the default is the rerank stage's own score floor.
+- **hybrid** (no reranker, or it fell back), from the top ``top_k`` candidates:
+  1. *names*: a name the question uses (a word capitalised after the first, an
+     acronym, a word with digits: "Helm", "GraphQL", "S3"; not general acronyms such
+     as "API" or "HTTP") that none of the candidates contains declines at once. BM25
+     would have found a passage naming it, so the collection does not: a question
+     about another product or tool.
+  2. *evidence* ``dense_weight * dense + (1 - dense_weight) * terms`` against
+     ``threshold``: ``dense`` is the best dense cosine among the candidates (the
+     retriever's raw dense-path score; 0 when none passed the dense floor), ``terms``
+     the share of the question's content words (stemmed, stop words out) found in
+     their text. The best BM25 score is reported but not weighed: its scale depends
+     on the collection.
+
+Weight and threshold were chosen on the labelled in-scope / out-of-scope sets in
+``evals/declines/`` (samples/corpus and docs/, MiniLM, no LLM) with
+``benchmarks/declines_bench.py --fit``; the figures are in ``benchmarks/README.md``
+(decline precision and recall per set). They are model-dependent, like the citation
+threshold.
+
+The stage never raises and never drops candidates itself; the pipeline acts on its
+verdict (an empty ledger becomes the normal decline). The stage report states the
+evidence, the threshold and the verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from groundwire_orchestrator.domain import Candidate, StageReport
+from groundwire_orchestrator.text.sentences import chunk_body, content_words
+
+Method = Literal["cross-encoder", "hybrid"]
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*[A-Za-z0-9]")
+GENERIC_ACRONYMS = frozenset(
+    "API APIS CLI CPU CSV DNS FAQ GPU HTML HTTP HTTPS ID IDS IP JSON OS PDF RAM REST SDK "
+    "SQL SSL TLS UI URL URLS UTF XML YAML".split()
+)
+"""Acronyms of general vocabulary, not names: a collection about one product need not
+spell out "API" to answer a question about its API."""
+
+
+@dataclass(frozen=True)
+class CoverageInput:
+    query: str
+    candidates: Sequence[Candidate]
+    """Ranked, best first."""
+    reranked: bool
+    """Whether the candidates' scores are the cross-encoder's."""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The verdict and the evidence it rests on."""
+
+    covered: bool
+    method: Method
+    evidence: float
+    threshold: float
+    dense: float = 0.0
+    terms: float = 0.0
+    unknown_names: tuple[str, ...] = ()
+    """Names in the question that no candidate contains (hybrid only)."""
+
+
+@dataclass(frozen=True)
+class CoverageParams:
+    threshold: float = 0.0
+    """Hybrid evidence under this declines; 0 = never on evidence."""
+    rerank_threshold: float = 0.0
+    """Best cross-encoder score under this declines; 0 = never decline."""
+    dense_weight: float = 0.5
+    top_k: int = 20
+    names: bool = False
+    """Decline when the question names something no candidate contains."""
+    with_llm: bool = False
+    """Act on the verdict when an LLM writes the answer too (it can decline by itself,
+    and its HyDE rewrite changes the dense evidence the threshold was chosen on)."""
+
+
+def names_in(query: str) -> list[str]:
+    """The words of ``query`` that read as names: capitalised (not a sentence's first
+    word), all capitals, or holding a digit ("Helm", "SAML", "S3", "BGE-M3")."""
+    names = []
+    for match in _WORD.finditer(query):
+        w = match.group(0)
+        before = query[: match.start()].rstrip()
+        opens_sentence = not before or before[-1] in ".!?:;\"'(\n"
+        if w.upper() in GENERIC_ACRONYMS:
+            continue
+        if (
+            (w[0].isupper() and not opens_sentence)
+            or (len(w) > 1 and w.isupper())
+            or any(c.isdigit() for c in w)
+        ):
+            names.append(w)
+    return names
+
+
+@dataclass(frozen=True)
+class HybridEvidence:
+    evidence: float
+    dense: float
+    terms: float
+    unknown_names: tuple[str, ...]
+
+
+def hybrid_evidence(
+    query: str, candidates: Sequence[Candidate], *, dense_weight: float
+) -> HybridEvidence:
+    """The evidence of ``candidates`` for ``query`` (see the module docstring); all 0
+    for no candidates."""
+    if not candidates:
+        return HybridEvidence(0.0, 0.0, 0.0, ())
+    dense = max(0.0, max((c.path_score("dense") or 0.0 for c in candidates), default=0.0))
+    found: set[str] = set()
+    for c in candidates:
+        found.update(content_words(f"{c.title} {chunk_body(c)}"))
+    wanted = set(content_words(query))
+    terms = len(wanted & found) / len(wanted) if wanted else 0.0
+    unknown = tuple(n for n in names_in(query) if not set(content_words(n)) <= found)
+    evidence = dense_weight * dense + (1.0 - dense_weight) * terms
+    return HybridEvidence(evidence, dense, terms, unknown)
+
+
+class CoverageStage:
+    def __init__(self, params: CoverageParams) -> None:
+        self._params = params
+
+    def acts(self, *, llm: bool) -> bool:
+        """Whether the pipeline declines on this stage's verdict."""
+        return self._params.with_llm or not llm
+
+    async def run(self, inp: CoverageInput) -> tuple[Coverage, StageReport]:
+        """The verdict on ``inp``; never raises. Async for the stages' common shape."""
+        started = time.perf_counter()
+        p = self._params
+        top = inp.candidates[: p.top_k]
+        details: dict[str, str] = {"candidates": str(len(top))}
+        reason = "no candidates"
+        if inp.reranked:
+            best = max((c.score for c in top), default=0.0)
+            verdict = Coverage(
+                bool(top) and best >= p.rerank_threshold, "cross-encoder", best,
+                p.rerank_threshold,
+            )
+            reason = f"cross-encoder score {best:.3f} < {p.rerank_threshold:g}"
+        else:
+            h = hybrid_evidence(inp.query, top, dense_weight=p.dense_weight)
+            named_off = p.names and bool(h.unknown_names)
+            verdict = Coverage(
+                bool(top) and h.evidence >= p.threshold and not named_off,
+                "hybrid",
+                h.evidence,
+                p.threshold,
+                h.dense,
+                h.terms,
+                h.unknown_names,
+            )
+            bm25 = [s for c in top if (s := c.path_score("bm25")) is not None]
+            details.update(
+                dense=f"{h.dense:.3f}",
+                terms=f"{h.terms:.3f}",
+                bm25=f"{max(bm25):.3f}" if bm25 else "none",
+                dense_weight=f"{p.dense_weight:g}",
+                unknown_names=", ".join(h.unknown_names),
+            )
+            reason = (
+                f"the question names {', '.join(h.unknown_names)}, which no passage contains"
+                if named_off
+                else f"hybrid evidence {h.evidence:.3f} < {p.threshold:g}"
+            )
+        details.update(
+            method=verdict.method,
+            evidence=f"{verdict.evidence:.3f}",
+            threshold=f"{verdict.threshold:g}",
+            covered="yes" if verdict.covered else "no",
+        )
+        if not verdict.covered:
+            details["declined"] = reason if top else "no candidates"
+        ms = (time.perf_counter() - started) * 1e3
+        return verdict, StageReport("coverage", ms, details=details)
