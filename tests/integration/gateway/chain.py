@@ -75,6 +75,10 @@ async def serve_chain(
             "anthropic_base_url": llm_url,
             "llm_order": "anthropic",
             "llm_timeout_s": 5.0,
+            # today's streaming and LLM traffic unless a test opts in (the LLM judge
+            # and verify-before-show are tested in test_verify_before_show.py)
+            "verify_before_show": "off",
+            "citation_verifiers": "similarity",
             **(orchestrator or {}),
         }
     )

@@ -218,6 +218,7 @@ class FakeRetriever(rgrpc.RetrieverServiceServicer):  # type: ignore[misc]
             "notes": ["source_id", "doc_type", "title", "team"],
         }
         self.storage_warning = ""  # non-empty: a low data disk (Info says so, writes fail)
+        self.jobs: dict[str, Any] = {}  # by id: jobs done at once (StartJob)
 
     def Info(self, request: Any, context: Any) -> Any:
         return rpb.InfoResponse(
@@ -291,6 +292,79 @@ class FakeRetriever(rgrpc.RetrieverServiceServicer):  # type: ignore[misc]
                 documents=results, ingested=len(results), chunks_written=len(results), seconds=0.01
             )
         )
+
+    def StartJob(self, request: Any, context: Any) -> Any:
+        """A job done at once (an ingest through the fake's Ingest; a sync that finds
+        nothing to do), kept for GetJob."""
+        self._refuse_if_low(context)
+        if request.WhichOneof("job") == "sync":
+            job = rpb.Job(
+                id=f"{len(self.jobs) + 1:032x}",
+                collection=request.collection,
+                kind=rpb.JOB_KIND_SYNC,
+                state=rpb.JOB_STATE_SUCCEEDED,
+                created_at=time.time(),
+                delta=rpb.JobDelta(),
+            )
+            with self.lock:
+                self.jobs[job.id] = job
+            return job
+        spec = request.ingest
+        ingest = rpb.IngestRequest(
+            collection=request.collection,
+            documents=spec.documents,
+            create_collection=spec.create_collection,
+        )
+        report = list(self.Ingest(ingest, context))[-1].report
+        job = rpb.Job(
+            id=f"{len(self.jobs) + 1:032x}",
+            collection=request.collection,
+            kind=rpb.JOB_KIND_INGEST,
+            state=rpb.JOB_STATE_SUCCEEDED,
+            created_at=time.time(),
+            started_at=time.time(),
+            finished_at=time.time(),
+            counts=rpb.JobCounts(
+                total=len(report.documents),
+                done=len(report.documents),
+                ingested=report.ingested,
+                chunks_written=report.chunks_written,
+            ),
+            documents=[
+                rpb.JobDocument(source_id=d.source_id, outcome="ingested", chunks=d.chunks)
+                for d in report.documents
+            ],
+        )
+        with self.lock:
+            self.jobs[job.id] = job
+        return job
+
+    def Sync(self, request: Any, context: Any) -> Iterator[Any]:
+        """A sync that finds nothing to do (its report)."""
+        self._refuse_if_low(context)
+        yield rpb.SyncEvent(
+            report=rpb.SyncReport(
+                collection=request.collection, dry_run=request.dry_run, complete=True
+            )
+        )
+
+    def GetJob(self, request: Any, context: Any) -> Any:
+        with self.lock:
+            job = self.jobs.get(request.id)
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.id!r} does not exist")
+        return job
+
+    def WatchJob(self, request: Any, context: Any) -> Iterator[Any]:
+        yield self.GetJob(request, context)
+
+    def CancelJob(self, request: Any, context: Any) -> Any:
+        return self.GetJob(request, context)
+
+    def ListJobs(self, request: Any, context: Any) -> Any:
+        with self.lock:
+            jobs = [j for j in self.jobs.values() if request.collection in ("", j.collection)]
+        return rpb.ListJobsResponse(jobs=jobs[::-1][: request.limit or 100])
 
     def DeleteBySource(self, request: Any, context: Any) -> Any:
         with self.lock:

@@ -1,7 +1,12 @@
 """Acceptance: the web page in headless Chromium (Debian's /usr/bin/chromium driven by
-playwright; no browser download). Type a question, see the answer stream in (at
-least two DOM updates before done), a citation chip linking to its source, the
-sources panel and the stage inspector listing every stage."""
+playwright; no browser download), against a gateway process over the fake upstream.
+Type a question, see the answer stream in (at least two DOM updates before done), a
+citation chip linking to its source, the sources panel and the stage inspector
+listing every stage with its details; the collection picker filled from the API; the
+search mode's ranked results; an error event shown without breaking the page.
+
+The real-services conversation (three turns, Markdown, upload, axe-core) is
+tests/e2e/test_chat_page.py."""
 
 from __future__ import annotations
 
@@ -22,15 +27,16 @@ FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-# Records every change of the answer's text, and the state it ended in.
+# Records every change of the current answer's text, and the state it ended in.
 OBSERVE = """
 () => {
   window.__updates = [];
-  const answer = document.getElementById('answer');
+  const transcript = document.getElementById('transcript');
   new MutationObserver(() => {
-    window.__updates.push({text: answer.textContent, state: answer.dataset.state});
-  }).observe(answer, {childList: true, characterData: true, subtree: true,
-                      attributes: true, attributeFilter: ['data-state']});
+    const answer = document.getElementById('answer');
+    if (answer) window.__updates.push({text: answer.textContent, state: answer.dataset.state});
+  }).observe(transcript, {childList: true, characterData: true, subtree: true,
+                          attributes: true, attributeFilter: ['data-state']});
 }
 """
 
@@ -88,7 +94,7 @@ async def test_page_streams_an_answer_with_chips_sources_and_stages(
     for u in updates:
         if u["state"] == "done":
             break
-        before_done.append(u["text"])
+        before_done.append(u["text"].strip())  # Markdown: the text of a <p>
     partial = [t for t in dict.fromkeys(before_done) if t and t != answer]
     assert len(partial) >= 2, f"the answer did not stream: {updates}"
     assert all(answer.startswith(t) for t in partial)  # it grew, piece by piece
@@ -110,6 +116,9 @@ async def test_page_streams_an_answer_with_chips_sources_and_stages(
     rerank = await rows.nth(2).inner_text()
     assert "4.2 ms" in rerank and "the reranker is unavailable" in rerank
     assert "no" in await rows.nth(1).inner_text()
+    # each stage's details are shown: what the retrieval stage found
+    assert "candidates out" in await rows.nth(1).inner_text()
+    assert "3" in await rows.nth(1).locator("dd").first.inner_text()
 
     assert await page.inner_text("#status") == "Done."
     assert not problems, problems
@@ -126,11 +135,48 @@ async def test_page_shows_errors_without_breaking(browser: BrowserContext, gatew
     await page.get_by_role("button", name="Ask").click()
     await page.wait_for_selector("#answer[data-state='error']", timeout=15_000)
     assert "the llm failed (backend_failure)" in await page.inner_text("#status")
-    # an HTTP error (unknown collection) is shown too, with its code
-    await page.locator("summary").click()
-    await page.get_by_label("Collection").fill("nope")
-    await page.get_by_label("Your question").fill("anything")
-    await page.get_by_role("button", name="Ask").click()
-    # (locators, not wait_for_function: the page's CSP forbids eval, as it should)
-    await page.locator("#status", has_text="not_found").wait_for(timeout=15_000)
-    assert await page.get_attribute("#answer", "data-state") == "error"
+    # the page still works, from the keyboard: Ctrl+Enter sends, and the answer is a
+    # turn of its own in the transcript (an aria-live log)
+    question = page.get_by_label("Your question")
+    await question.fill("and now?")
+    await question.press("Control+Enter")
+    await page.wait_for_selector("#answer[data-state='done']", timeout=15_000)
+    assert await page.locator("#transcript article.turn").count() == 2
+    assert await page.get_attribute("#transcript", "aria-live") == "polite"
+    # Tab order: question, then the Ask button
+    await question.focus()
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.id") == "send"
+
+
+async def test_picker_lists_collections_and_search_mode_ranks(
+    browser: BrowserContext, gateway: Any, fake_upstream: Any
+) -> None:
+    page = await browser.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    await page.goto(f"{gateway.url}/")
+    picker = page.get_by_label("Collection", exact=True)
+    await picker.locator("option[value='notes']").wait_for(state="attached", timeout=10_000)
+    options = await picker.locator("option").all_inner_texts()
+    assert options == ["Server default", "docs", "notes"], options
+    await picker.select_option("notes")
+    searches = fake_upstream.orchestrator.searches
+    await page.get_by_label("Search (ranked passages)").check()
+    await page.get_by_label("Your question").fill("rate limits")
+    await page.get_by_role("button", name="Search").click()
+    await page.wait_for_selector("#answer[data-state='done']", timeout=15_000)
+    results = page.locator("#answer ol.results li")
+    assert await results.count() == 3
+    first = await results.nth(0).inner_text()
+    assert "Guide \u203a Install" in first and "score 0.910" in first and "pip install" in first
+    assert await results.nth(0).locator("a").get_attribute("href") == (
+        "https://docs.example.com/install"
+    )
+    names = await page.locator("#stages tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.stage)"
+    )
+    assert names == ["retrieval", "rerank"]
+    assert fake_upstream.orchestrator.searches == searches + 1
+    assert await page.inner_text("#status") == "3 results."
+    assert not problems, problems

@@ -84,6 +84,7 @@ async def test_hostile_uploads_are_skipped_and_the_batch_goes_on(
             "/v1/admin/collections/docs/files",
             files=[("files", _good("seed.md", "seed"))],
             data={"create_collection": "true"},
+            params={"wait": "true"},  # the report, not a job to follow
         )
         assert first.status_code == 200, first.text
         for doc in HOSTILE:
@@ -95,7 +96,9 @@ async def test_hostile_uploads_are_skipped_and_the_batch_goes_on(
             done = asyncio.Event()
             searching = asyncio.create_task(_searches(stub, done))
             started = time.perf_counter()
-            response = await http.post("/v1/admin/collections/docs/files", files=files)
+            response = await http.post(
+                "/v1/admin/collections/docs/files", files=files, params={"wait": "true"}
+            )
             seconds = time.perf_counter() - started
             done.set()
             latencies = await searching

@@ -1,6 +1,7 @@
 """A retriever whose data disk is under its free-space floor: /v1/health says
-degraded (not down: searches go on) and, to an admin, names the data path, and a write through the
-gateway is 507 Insufficient Storage with the retriever's reason and a Retry-After."""
+degraded (not down: searches go on) and, to an admin, names the data path, and a
+write (an ingest job started) through the gateway is 507 Insufficient Storage with
+the retriever's reason and a Retry-After."""
 
 from __future__ import annotations
 
@@ -46,4 +47,6 @@ def test_a_low_retriever_disk_is_degraded_health_and_507_on_writes(
     accepted = httpx.post(
         f"{gw.url}/v1/admin/collections/docs/documents", json=ingest, headers=auth, timeout=10
     )
-    assert accepted.status_code == 200
+    assert accepted.status_code == 202  # queued as a job
+    job = httpx.get(f"{gw.url}{accepted.json()['url']}", headers=auth, timeout=10)
+    assert job.status_code == 200 and job.json()["counts"]["ingested"] == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 
 from groundwire_core.context import current_request_id
 from groundwire_core.errors import AlreadyExists, GroundwireError, NotFound
-from groundwire_gateway import models
+from groundwire_gateway import job_models, models
 from groundwire_gateway.app import create_app
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import SearchReply, UpstreamApi
@@ -97,6 +98,98 @@ class FakeStream:
         return True
 
 
+class FakeJobs:
+    """The retriever's jobs in memory: an ingest job runs at once through the fake
+    ingest (so it is recorded there) and is queued, then succeeded, for watchers."""
+
+    def __init__(self, upstream: FakeUpstream) -> None:
+        self.upstream = upstream
+        self.jobs: dict[str, job_models.JobOut] = {}
+
+    async def start_ingest(
+        self, collection: str, body: models.IngestBody, files: list[tuple[str, bytes]]
+    ) -> job_models.JobOut:
+        report = await self.upstream.ingest(collection, body, files)
+        now = datetime.now(UTC)
+        job = job_models.JobOut(
+            id=f"{len(self.jobs) + 1:032x}",
+            collection=collection,
+            kind="ingest",
+            state="succeeded",
+            created_at=now,
+            started_at=now,
+            finished_at=now,
+            counts=job_models.JobCountsOut(
+                total=len(report.documents),
+                done=len(report.documents),
+                ingested=report.ingested,
+                updated=0,
+                unchanged=0,
+                skipped=0,
+                failed=0,
+                deleted=0,
+                chunks_written=report.chunks_written,
+            ),
+            documents=[
+                job_models.JobDocumentOut(source_id=d.source_id, outcome="ingested", chunks=1)
+                for d in report.documents
+            ],
+            error="",
+            delta=None,
+            cancel_requested=False,
+        )
+        self.jobs[job.id] = job
+        return job.model_copy(
+            update={
+                "state": "queued",
+                "documents": [],
+                "started_at": None,
+                "finished_at": None,
+                "counts": job_models.JobCountsOut(
+                    **dict.fromkeys(job_models.JobCountsOut.model_fields, 0)
+                ),
+            }
+        )
+
+    async def start_sync(self, collection: str, body: Any) -> job_models.JobOut:
+        now = datetime.now(UTC)
+        job = job_models.JobOut(
+            id=f"{len(self.jobs) + 1:032x}",
+            collection=collection,
+            kind="sync",
+            state="queued",
+            created_at=now,
+            started_at=None,
+            finished_at=None,
+            counts=job_models.JobCountsOut(
+                **dict.fromkeys(job_models.JobCountsOut.model_fields, 0)
+            ),
+            documents=[],
+            error="",
+            delta=None,
+            cancel_requested=False,
+        )
+        self.jobs[job.id] = job
+        return job
+
+    async def get(self, job_id: str) -> job_models.JobOut:
+        if job_id not in self.jobs:
+            raise NotFound(f"job {job_id!r} does not exist")
+        return self.jobs[job_id]
+
+    async def cancel(self, job_id: str) -> job_models.JobOut:
+        return await self.get(job_id)
+
+    async def recent(self, collection: str = "", limit: int = 100) -> list[job_models.JobOut]:
+        found = [j for j in self.jobs.values() if collection in ("", j.collection)]
+        return [j.model_copy(update={"documents": []}) for j in reversed(found)][:limit]
+
+    async def watch(self, job_id: str) -> AsyncIterator[job_models.JobOut]:
+        job = await self.get(job_id)
+        yield job.model_copy(update={"state": "running", "documents": []})
+        yield job
+
+
 class FakeUpstream:
     """The orchestrator and the retriever in memory. ``error`` makes search, ask and
     the admin calls raise; ``script`` is what Ask streams."""
@@ -116,6 +209,7 @@ class FakeUpstream:
         self.health_delay_s = 0.0
         self.search_llm_tokens = 0
         self.ingested: list[tuple[str, models.IngestBody, list[tuple[str, bytes]]]] = []
+        self.jobs = FakeJobs(self)
         self.source_pages: list[tuple[str, str, int]] = []
         self.reads: list[tuple[str, str]] = []
         self.documents: dict[str, models.StoredDocument] = {}
@@ -126,7 +220,7 @@ class FakeUpstream:
             name: SERVING for name in ("orchestrator", "retriever", "embedder", "reranker")
         }
 
-    def add_collection(self, name: str, extra_fields: list[str]) -> None:
+    def add_collection(self, name: str, extra_fields: list[str], tenant: str = "public") -> None:
         self.collections[name] = models.CollectionOut(
             name=name,
             dense_dims=384,
@@ -136,6 +230,7 @@ class FakeUpstream:
             embedder_model="minilm",
             chunks=3,
             sources=2,
+            tenant=tenant,
         )
 
     async def start(self) -> None:
@@ -209,7 +304,7 @@ class FakeUpstream:
         self._fail()
         if body.name in self.collections:
             raise AlreadyExists(f"collection '{body.name}' exists")
-        self.add_collection(body.name, body.filterable)
+        self.add_collection(body.name, body.filterable, body.tenant or "public")
         return self.collections[body.name]
 
     async def drop_collection(self, name: str) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -121,8 +122,10 @@ async def test_ingest_json_documents(client: httpx.AsyncClient, upstream: Any) -
         ],
         "create_collection": True,
     }
-    response = await client.post("/v1/admin/collections/fresh/documents", json=body, headers=ADMIN)
-    assert response.status_code == 200, response.text
+    response = await client.post(
+        "/v1/admin/collections/fresh/documents?wait=true", json=body, headers=ADMIN
+    )
+    assert response.status_code == 200, response.text  # wait=true: the blocking report
     report = response.json()
     assert report["collection"] == "fresh" and report["ingested"] == 2
     assert [d["source_id"] for d in report["documents"]] == ["guide/install.md", "faq.txt"]
@@ -154,10 +157,43 @@ async def test_ingest_uploaded_files(client: httpx.AsyncClient, upstream: Any) -
         ("files", ("b.html", b"<h1>B</h1>", "text/html")),
     ]
     response = await client.post("/v1/admin/collections/docs/files", files=files, headers=ADMIN)
-    assert response.status_code == 200, response.text
-    assert response.json()["ingested"] == 2
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert accepted["url"] == f"/v1/admin/jobs/{accepted['job']['id']}"
+    assert accepted["job"]["state"] == "queued" and accepted["job"]["kind"] == "ingest"
     _, _, sent = upstream.ingested[-1]
     assert sent == [("a.md", b"# A\n\ntext"), ("b.html", b"<h1>B</h1>")]
+    job = await client.get(accepted["url"], headers=ADMIN)
+    assert job.status_code == 200 and job.json()["counts"]["ingested"] == 2
+    assert [d["source_id"] for d in job.json()["documents"]] == ["a.md", "b.html"]
+
+
+async def test_ingest_job_is_202_and_followed_by_its_routes(
+    client: httpx.AsyncClient, upstream: Any, error_json: Any
+) -> None:
+    body = {"documents": [{"source_id": "a.md", "content": "# A\n\ntext"}]}
+    response = await client.post("/v1/admin/collections/docs/documents", json=body, headers=ADMIN)
+    assert response.status_code == 202, response.text
+    job = response.json()["job"]
+    assert (job["state"], job["finished_at"], job["delta"]) == ("queued", None, None)
+    url = response.json()["url"]
+
+    events = await client.get(f"{url}/events", headers=ADMIN)
+    assert events.status_code == 200
+    assert events.headers["content-type"].startswith("text/event-stream")
+    names = [ln[6:].strip() for ln in events.text.splitlines() if ln.startswith("event:")]
+    assert names == ["progress", "done"]
+    done = json.loads([ln[5:] for ln in events.text.splitlines() if ln.startswith("data:")][-1])
+    assert done["state"] == "succeeded" and done["documents"][0]["source_id"] == "a.md"
+
+    listed = await client.get("/v1/admin/jobs", params={"collection": "docs"}, headers=ADMIN)
+    assert [j["id"] for j in listed.json()["jobs"]] == [job["id"]]
+    cancelled = await client.post(f"{url}/cancel", headers=ADMIN)
+    assert cancelled.status_code == 200, "a finished job is returned as it is"
+    missing = await client.get(f"/v1/admin/jobs/{'f' * 32}", headers=ADMIN)
+    assert missing.status_code == 404 and error_json(missing)["code"] == "not_found"
+    assert (await client.get("/v1/admin/jobs/not-an-id", headers=ADMIN)).status_code == 422
+    assert (await client.get(url)).status_code == 401, "jobs are admin routes"
 
 
 async def test_upload_of_two_files_with_one_name_is_422(
@@ -175,7 +211,7 @@ async def test_upload_size_has_its_own_limit(make_client: Any, error_json: Any) 
     )
     small = [("files", ("a.md", b"x" * 4000, "text/plain"))]
     ok = await client.post("/v1/admin/collections/docs/files", files=small, headers=ADMIN)
-    assert ok.status_code == 200
+    assert ok.status_code == 202
     big = [("files", ("a.md", b"x" * 9000, "text/plain"))]
     refused = await client.post("/v1/admin/collections/docs/files", files=big, headers=ADMIN)
     assert refused.status_code == 413

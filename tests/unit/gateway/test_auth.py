@@ -60,51 +60,51 @@ def test_presented_key(authorization: str | None, x_api_key: str | None, key: st
     assert presented_key(authorization, x_api_key) == key
 
 
-def test_public_routes() -> None:
+async def test_public_routes() -> None:
     auth = Authenticator(GatewaySettings(admin_api_keys=ADMIN, api_keys=PUBLIC))
-    anonymous = auth.public(None, "10.0.0.1")
+    anonymous = await auth.public(None, "10.0.0.1")
     assert (anonymous.tenant, anonymous.client, anonymous.admin) == ("public", "ip:10.0.0.1", False)
-    one = auth.public("acme-secret-1", "10.0.0.1")
-    two = auth.public("acme-secret-2", "10.0.0.2")
+    one = await auth.public("acme-secret-1", "10.0.0.1")
+    two = await auth.public("acme-secret-2", "10.0.0.2")
     assert one.tenant == two.tenant == "acme"
     assert one.client != two.client and one.client.startswith("key:acme:")
     assert "secret" not in one.client
-    assert auth.public("admin-secret-1", "10.0.0.1").admin
+    assert (await auth.public("admin-secret-1", "10.0.0.1")).admin
     with pytest.raises(Unauthenticated):
-        auth.public("nope-nope-nope", "10.0.0.1")
+        await auth.public("nope-nope-nope", "10.0.0.1")
 
 
-def test_unknown_keys_are_ignored_where_no_tenant_keys_exist() -> None:
+async def test_unknown_keys_are_ignored_where_no_tenant_keys_exist() -> None:
     # OpenAI clients always send a key; a keyless deployment must not refuse them
     auth = Authenticator(GatewaySettings(admin_api_keys=ADMIN))
-    caller = auth.public("sk-anything-at-all", "10.0.0.1")
+    caller = await auth.public("sk-anything-at-all", "10.0.0.1")
     assert (caller.tenant, caller.client) == ("public", "ip:10.0.0.1")
-    assert auth.public("admin-secret-1", "10.0.0.1").tenant == "ops"
+    assert (await auth.public("admin-secret-1", "10.0.0.1")).tenant == "ops"
     strict = Authenticator(GatewaySettings(admin_api_keys=ADMIN, require_api_key=True))
     with pytest.raises(Unauthenticated):
-        strict.public("sk-anything-at-all", "10.0.0.1")
+        await strict.public("sk-anything-at-all", "10.0.0.1")
 
 
-def test_required_keys() -> None:
+async def test_required_keys() -> None:
     auth = Authenticator(GatewaySettings(api_keys=PUBLIC, require_api_key=True))
     with pytest.raises(Unauthenticated):
-        auth.public(None, "10.0.0.1")
-    assert auth.public("beta-secret-1", "10.0.0.1").tenant == "beta"
+        await auth.public(None, "10.0.0.1")
+    assert (await auth.public("beta-secret-1", "10.0.0.1")).tenant == "beta"
 
 
-def test_admin_routes() -> None:
+async def test_admin_routes() -> None:
     auth = Authenticator(GatewaySettings(admin_api_keys=ADMIN, api_keys=PUBLIC))
-    assert auth.admin("admin-secret-1", "10.0.0.1").tenant == "ops"
+    assert (await auth.admin("admin-secret-1", "10.0.0.1")).tenant == "ops"
     with pytest.raises(PermissionDenied):
-        auth.admin("acme-secret-1", "10.0.0.1")
+        await auth.admin("acme-secret-1", "10.0.0.1")
     with pytest.raises(Unauthenticated):
-        auth.admin(None, "10.0.0.1")
+        await auth.admin(None, "10.0.0.1")
     with pytest.raises(Unauthenticated):
-        auth.admin("nope-nope-nope", "10.0.0.1")
+        await auth.admin("nope-nope-nope", "10.0.0.1")
 
 
-def test_admin_routes_are_off_without_admin_keys() -> None:
+async def test_admin_routes_are_off_without_admin_keys() -> None:
     auth = Authenticator(GatewaySettings(api_keys=PUBLIC))
     with pytest.raises(Unauthenticated) as caught:
-        auth.admin("acme-secret-1", "10.0.0.1")
+        await auth.admin("acme-secret-1", "10.0.0.1")
     assert "GROUNDWIRE_GATEWAY_ADMIN_API_KEYS" in caught.value.message

@@ -509,8 +509,11 @@ async def test_completion_system_messages_are_the_operators_instructions(
     "messages",
     [
         [{"role": "system", "content": "Answer in French."}],
-        [{"role": "user", "content": "q"}, {"role": "system", "content": "x"},
-         {"role": "assistant", "content": "a"}],
+        [
+            {"role": "user", "content": "q"},
+            {"role": "system", "content": "x"},
+            {"role": "assistant", "content": "a"},
+        ],
         [{"role": "tool", "content": "x"}, {"role": "user", "content": "q"}],
     ],
 )

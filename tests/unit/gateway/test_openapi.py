@@ -40,6 +40,8 @@ def test_every_route_is_documented(doc: dict[str, Any]) -> None:
         "/v1/models": {"get"},
         "/v1/search": {"post"},
         "/v1/admin/collections": {"get", "post"},
+        "/v1/admin/keys": {"get", "post"},
+        "/v1/admin/keys/{key_id}": {"delete"},
         "/v1/admin/collections/{name}": {"get", "delete"},
         "/v1/admin/collections/{name}/documents": {"post", "delete"},
         "/v1/admin/collections/{name}/files": {"post"},
@@ -48,6 +50,11 @@ def test_every_route_is_documented(doc: dict[str, Any]) -> None:
         "/metrics": {"get"},
         "/v1/admin/collections/{name}/sources": {"get"},
         "/v1/sources/view": {"get"},
+        "/v1/admin/jobs": {"get"},
+        "/v1/admin/jobs/{job_id}": {"get"},
+        "/v1/admin/jobs/{job_id}/events": {"get"},
+        "/v1/admin/jobs/{job_id}/cancel": {"post"},
+        "/v1/admin/collections/{name}/sync": {"post"},
     } == {path: set(ops) for path, ops in doc["paths"].items()}
 
 

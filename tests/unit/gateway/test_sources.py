@@ -36,7 +36,7 @@ async def test_uploads_keep_relative_paths_so_one_name_in_two_folders_stays_apar
         files=_files("a/index.html", "b/index.html", "./c//d\\index.html"),
         headers=ADMIN,
     )
-    assert response.status_code == 200, response.text
+    assert response.status_code == 202, response.text
     _, _, sent = upstream.ingested[-1]
     assert [name for name, _ in sent] == ["a/index.html", "b/index.html", "c/d/index.html"]
     assert sent[0][1] == b"<h1>a/index.html</h1>"
@@ -190,3 +190,30 @@ def test_render_document_keeps_document_order() -> None:
     assert page.index("Chunk 1") > page.index("Chunk 0") and "2 chunks" in page
     partial = render_document(HOSTILE.model_copy(update={"total": 5}))
     assert "and 3 more chunks" in partial
+
+
+async def test_the_view_highlights_the_cited_span_inside_the_cited_chunk(
+    client: httpx.AsyncClient, upstream: Any
+) -> None:
+    upstream.documents[HOSTILE.source_id] = HOSTILE
+    text = HOSTILE.chunks[1].text
+    start = text.index("<i>")
+    end = text.index("\n")
+    params: dict[str, Any] = {"source_id": HOSTILE.source_id, "chunk": "c1"}
+    page = await client.get("/v1/sources/view", params={**params, "start": start, "end": end})
+    assert page.status_code == 200, page.text
+    assert (
+        'Cited &amp; <mark class="evidence">&lt;i&gt;quoted&lt;/i&gt;</mark>\nsecond line'
+        in page.text
+    )
+    assert page.text.count("<mark") == 1 and page.text.count('class="chunk cited"') == 1
+    # a range outside the chunk's text, or without a cited chunk, marks nothing
+    for bad in (
+        {**params, "start": 3, "end": 999},
+        {**params, "start": 5, "end": 5},
+        {"source_id": HOSTILE.source_id, "start": 0, "end": 4},
+    ):
+        again = await client.get("/v1/sources/view", params=bad)
+        assert again.status_code == 200 and "<mark" not in again.text
+    negative = await client.get("/v1/sources/view", params={**params, "start": -1, "end": 4})
+    assert negative.status_code == 422

@@ -29,7 +29,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groundwire_core.context import REQUEST_ID_HEADER, request_scope
 from groundwire_core.errors import GroundwireError
-from groundwire_gateway import models
+from groundwire_core.grpc.service_auth import set_process_token
+from groundwire_core.identity import identity_scope
+from groundwire_gateway import mcp, models
+from groundwire_gateway.audit import Auditor
 from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
 from groundwire_gateway.errors import (
@@ -41,9 +44,20 @@ from groundwire_gateway.errors import (
     error_body,
     error_response,
 )
+from groundwire_gateway.keystore import open_store
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
-from groundwire_gateway.routes import admin, chat, completions, document_view, search, system
+from groundwire_gateway.routes import (
+    admin,
+    chat,
+    completions,
+    document_view,
+    jobs,
+    keys,
+    search,
+    sync,
+    system,
+)
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import GatewayState, UpstreamApi
 from groundwire_gateway.upstream import Upstream
@@ -115,7 +129,7 @@ class RequestContextMiddleware:
         self._limiter = limiter
 
     def _timeout_s(self, path: str) -> float:
-        if path.startswith("/v1/chat"):
+        if path.startswith("/v1/chat") or path == "/mcp":  # the MCP `ask` tool is a chat
             return self._settings.chat_timeout_s
         if path.startswith("/v1/admin/"):
             return self._settings.admin_timeout_s
@@ -133,7 +147,9 @@ class RequestContextMiddleware:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         rid = safe_request_id(headers.get(REQUEST_ID_HEADER, ""))
         path: str = scope.get("path", "")
-        with request_scope(rid, self._timeout_s(path)) as request_id:
+        # identity_scope: the caller's identity, bound by the route's auth dependency,
+        # ends with the request (never leaks into the next one on this task)
+        with request_scope(rid, self._timeout_s(path)) as request_id, identity_scope(None):
             status = 0
 
             async def send_with_id(message: Message) -> None:
@@ -284,15 +300,20 @@ def create_app(
     limiter: Limiter | None = None,
 ) -> FastAPI:
     """The gateway app; ``upstream`` and ``limiter`` are injectable for tests."""
+    if (token := settings.service_token) is not None:  # the gateway's channels carry it
+        set_process_token(token.get_secret_value())
     up: UpstreamApi = upstream or Upstream(settings)
     metrics = GatewayMetrics()
+    key_store = open_store(  # created API keys: Redis when shared, else a local file
+        settings.redis_url, settings.keys_path, settings.redis_key_prefix, settings.redis_timeout_s
+    )
     limits = limiter or Limiter(settings, on_redis_failure=metrics.redis_failures.inc)
     state = GatewayState(
         settings=settings,
         upstream=up,
         limiter=limits,
         catalog=Catalog(partial(up.list_collections, counts=False), settings.collection_cache_s),
-        auth=Authenticator(settings),
+        auth=Authenticator(settings, key_store, Auditor(metrics.audit_events)),
         metrics=metrics,
     )
 
@@ -305,6 +326,7 @@ def create_app(
         finally:
             await limits.stop()
             await up.stop()
+            await key_store.close()
 
     app = GatewayApp(
         title="Groundwire",
@@ -323,6 +345,8 @@ def create_app(
         metrics.errors.labels(route, error.code).inc()
         if isinstance(error, LIMIT_REJECTIONS):
             metrics.rejections.labels(error.code).inc()
+        if error.code in ("unauthenticated", "permission_denied"):  # the audit trail
+            state.auth.audit.denied(getattr(request.state, "principal", None), route, error.code)
         if error.code in ("unavailable", "deadline_exceeded", "backend_failure"):
             log.warning(
                 "%s %s -> %s (%s)",
@@ -367,7 +391,11 @@ def create_app(
     app.include_router(search.router(state))
     app.include_router(document_view.router(state))
     app.include_router(admin.router(state))
+    app.include_router(keys.router(state))
+    app.include_router(sync.router(state))
+    app.include_router(jobs.router(state))
     app.include_router(system.router(state))
+    mcp.mount(app, state)
     app.mount("/static", StaticFiles(directory=system.WEB_DIR), name="static")
     _add_docs(app)
     app.add_middleware(RequestContextMiddleware, settings=settings, metrics=metrics, limiter=limits)

@@ -1,20 +1,35 @@
-"""API keys: who is calling (tenant), whether they may, and the rate-limit identity.
+"""API keys: who is calling (tenant, key id, role), whether they may, and the
+rate-limit identity.
 
-Keys come from settings as ``tenant:key`` lists. Only SHA-256 digests are kept in
-memory after start-up, and a presented key is compared with every configured one
-in constant time (no early exit), so response timing says nothing about the keys.
+Two kinds of keys, one answer (:class:`Principal`):
+
+- **static keys** from settings (``tenant:key`` lists, as before): an ``api_keys``
+  key reads its tenant's collections; an ``admin_api_keys`` key is the *operator*:
+  every route, every tenant. Only SHA-256 digests are kept after start-up, and a
+  presented key is compared with every one in constant time (no early exit).
+- **created keys** (``gwk_<id>_<secret>``, see :mod:`keystore`), each with a tenant, a
+  role and optionally a set of collections: ``read`` = search, chat, completions,
+  models, sources and document views; ``write`` = that plus ingest, sync and jobs of
+  its tenant's collections; ``admin`` = everything of its tenant (collections, keys).
+
+A request may also carry an end user's signed token (``X-Groundwire-User-Token``),
+verified by :func:`end_users.verify_end_user`; the retriever filters documents by it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from groundwire_gateway.audit import Auditor
+from groundwire_gateway.end_users import EndUser, verify_end_user
 from groundwire_gateway.errors import PermissionDenied, Unauthenticated
+from groundwire_gateway.keystore import ROLES, KeyStore, Role, digest_of, key_id_of
 from groundwire_gateway.settings import GatewaySettings, parse_tenant_keys
 
 PUBLIC_TENANT = "public"
+USER_TOKEN_HEADER = "x-groundwire-user-token"
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,42 @@ class Principal:
     client: str
     """Rate-limit identity: ``key:<tenant>:<fingerprint>`` or ``ip:<address>``."""
     admin: bool = False
+    """Role admin (a tenant admin, or the operator)."""
+    key_id: str | None = None
+    """A short public id of the key (never the key); None without a key."""
+    role: Role | None = None
+    """read, write or admin; None for an anonymous caller."""
+    collections: frozenset[str] | None = None
+    """The collections the key is limited to; None = all of its tenant's."""
+    operator: bool = False
+    """A static admin key from settings: every tenant's collections."""
+    end_user: EndUser | None = None
+
+    def may(self, need: Role) -> bool:
+        """Whether the role covers ``need`` (admin > write > read; anonymous reads)."""
+        have = ROLES.index(self.role) if self.role is not None else 0
+        return have >= ROLES.index(need)
+
+    def sees(self, collection: str, owner: str) -> bool:
+        """Whether a collection owned by tenant ``owner`` exists for this caller: the
+        operator sees all; anyone else its own tenant's and the ``public`` ones (those
+        every caller sees, anonymous ones included), within its key's set."""
+        if self.operator:
+            return True
+        if owner not in (self.tenant, PUBLIC_TENANT):
+            return False
+        return self.collections is None or collection in self.collections
+
+    def owns(self, owner: str) -> bool:
+        """Whether it may change a collection of tenant ``owner`` (write, drop): the
+        operator any; a tenant's key only its own tenant's (``public`` ones are the
+        operator's)."""
+        return self.operator or (owner == self.tenant and self.tenant != PUBLIC_TENANT)
+
+    def require(self, need: Role) -> None:
+        """Raises PermissionDenied unless the role covers ``need``."""
+        if not self.may(need):
+            raise PermissionDenied(f"this API key may not do this (it needs the {need} role)")
 
 
 class KeyRing:
@@ -65,40 +116,87 @@ def presented_key(authorization: str | None, x_api_key: str | None) -> str | Non
 class Authenticator:
     """Decides who a request is from, per route class (public or admin)."""
 
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        store: KeyStore | None = None,
+        audit: Auditor | None = None,
+    ) -> None:
+        self._settings = settings
+        self.audit = audit or Auditor()
         self._admin = KeyRing(parse_tenant_keys(settings.admin_api_keys.get_secret_value()))
         self._public = KeyRing(parse_tenant_keys(settings.api_keys.get_secret_value()))
         self._require = settings.require_api_key
+        self.store = store
 
-    def public(self, key: str | None, client_ip: str) -> Principal:
+    async def _known(self, key: str) -> Principal | None:
+        """The principal of a valid key (static or created), or None."""
+        admin_tenant = self._admin.tenant_of(key)
+        tenant = self._public.tenant_of(key) or admin_tenant
+        fingerprint = _digest(key).hex()[:12]
+        if tenant is not None:
+            operator = admin_tenant is not None
+            return Principal(
+                tenant,
+                f"key:{tenant}:{fingerprint}",
+                admin=operator,
+                key_id=f"static:{fingerprint[:8]}",
+                role="admin" if operator else "read",
+                operator=operator,
+            )
+        if self.store is None or key_id_of(key) is None:
+            return None
+        record = await self.store.find(digest_of(key))
+        if record is None:
+            return None
+        return Principal(
+            record.tenant,
+            f"key:{record.tenant}:{record.key_id}",
+            admin=record.role == "admin",
+            key_id=record.key_id,
+            role=record.role,
+            collections=record.collections,
+        )
+
+    def _keys_configured(self) -> bool:
+        return bool(self._public) or bool(self._admin) or self.store is not None
+
+    async def public(
+        self, key: str | None, client_ip: str, user_token: str | None = None
+    ) -> Principal:
         """The caller of a public route. No key is fine unless keys are required.
-        Where tenant keys are configured, a key that is present must be valid (401);
-        where none are, an unknown key is ignored (OpenAI clients always send one)."""
-        admin_tenant = self._admin.tenant_of(key) if key is not None else None
-        tenant = (self._public.tenant_of(key) if key is not None else None) or admin_tenant
-        if tenant is None:
-            if key is not None and (self._public or self._require):
+        A key that is present must be valid (401) where keys exist at all; where none
+        do, an unknown key is ignored (OpenAI clients always send one). Raises
+        Unauthenticated, or Unavailable (redis) when the key store cannot answer."""
+        found = await self._known(key) if key is not None else None
+        if found is None:
+            if key is not None and (self._public or self._require or self._created(key)):
                 raise Unauthenticated("the API key is not valid")
             if self._require:
                 raise Unauthenticated("an API key is required (Authorization: Bearer <key>)")
-            return Principal(PUBLIC_TENANT, f"ip:{client_ip}")
-        assert key is not None
-        return Principal(
-            tenant, f"key:{tenant}:{_digest(key).hex()[:12]}", admin_tenant is not None
-        )
+            found = Principal(PUBLIC_TENANT, f"ip:{client_ip}")
+        if user_token:
+            end_user = verify_end_user(user_token, self._settings)
+            return replace(found, end_user=end_user)
+        return found
 
-    def admin(self, key: str | None, client_ip: str) -> Principal:
-        """The caller of an admin route: an admin key or nothing (401 / 403)."""
-        if not self._admin:
+    def _created(self, key: str) -> bool:
+        # a key in the created format is never "an OpenAI client's placeholder"
+        return self.store is not None and key_id_of(key) is not None
+
+    async def admin(self, key: str | None, client_ip: str, need: Role = "admin") -> Principal:
+        """The caller of an admin route: a key whose role covers ``need`` (401 / 403).
+        Raises Unauthenticated, PermissionDenied, or Unavailable (redis)."""
+        if not self._admin and not (key is not None and self._created(key)):
             raise Unauthenticated(
                 "the admin routes are disabled: no admin API keys are configured "
                 "(GROUNDWIRE_GATEWAY_ADMIN_API_KEYS)"
             )
         if key is None:
             raise Unauthenticated("an admin API key is required (Authorization: Bearer <key>)")
-        tenant = self._admin.tenant_of(key)
-        if tenant is None:
-            if self._public.tenant_of(key) is not None:
-                raise PermissionDenied("this API key may not use the admin routes")
+        found = await self._known(key)
+        if found is None:
             raise Unauthenticated("the API key is not valid")
-        return Principal(tenant, f"key:{tenant}:{_digest(key).hex()[:12]}", admin=True)
+        if not found.may(need):
+            raise PermissionDenied("this API key may not use the admin routes")
+        return found

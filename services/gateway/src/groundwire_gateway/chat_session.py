@@ -19,6 +19,7 @@ from groundwire_core.errors import BackendFailure, GroundwireError, InvalidInput
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.limits import Ticket
+from groundwire_gateway.routes.search import limits_stage
 from groundwire_gateway.state import EventStream, GatewayState
 
 log = logging.getLogger("groundwire.gateway.chat")
@@ -36,6 +37,7 @@ class Answer:
     mode: models.AnswerMode | None = None
     citations: list[models.Source] = field(default_factory=list)
     stages: list[models.StageOut] = field(default_factory=list)
+    withheld: list[models.WithheldSentence] = field(default_factory=list)
 
     def take(self, event: models.AskEvent) -> None:
         if isinstance(event, models.DeltaEvent):
@@ -45,6 +47,7 @@ class Answer:
             self.text = ""
         elif isinstance(event, models.CitationsEvent):
             self.citations = event.sources
+            self.withheld = event.withheld
         elif isinstance(event, models.StagesEvent):
             self.stages = event.stages
         elif isinstance(event, models.DoneEvent):
@@ -91,6 +94,9 @@ class ChatSession:
         except Exception:
             self.ended = True  # the call failed: nothing to cancel
             raise
+        if isinstance(event, models.StagesEvent) and self.state.limiter.is_local(self.ticket):
+            # Redis down, policy open: say so in the chat's stage report, as search does
+            event = models.StagesEvent(stages=[*event.stages, limits_stage(self.state)])
         self.answer.take(event)
         if isinstance(event, models.DoneEvent):
             self.ended = True
@@ -141,7 +147,7 @@ async def start_chat(
     instructions: str = "",
 ) -> tuple[ChatSession, models.AskEvent]:
     tokens = input_tokens(state, messages, instructions)
-    await state.catalog.check(collection, filters)
+    await state.catalog.check(collection, filters, caller=principal)
     ticket = await state.limiter.admit(
         state.limiter.ask_for("chat", principal.client, principal.tenant, tokens)
     )

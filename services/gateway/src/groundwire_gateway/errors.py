@@ -1,8 +1,9 @@
 """The one table from the error hierarchy to HTTP, and the JSON error body.
 
 The shared hierarchy (``groundwire_core.errors``) is extended here only with what
-exists at the HTTP edge alone: authentication, and the abuse controls' rejections
-(all ``Overloaded``, so 429 with ``Retry-After``, each with its own code).
+exists at the HTTP edge alone: the abuse controls' rejections (all ``Overloaded``, so
+429 with ``Retry-After``, each with its own code). ``Unauthenticated`` and
+``PermissionDenied`` are re-exported from it: the retriever refuses by access list too.
 """
 
 from __future__ import annotations
@@ -25,18 +26,8 @@ from groundwire_core.errors import (
     Overloaded,
     Unavailable,
 )
-
-
-class Unauthenticated(GroundwireError):
-    """No API key, or one that is not valid for the route."""
-
-    code = "unauthenticated"
-
-
-class PermissionDenied(GroundwireError):
-    """A valid API key that may not use the route (a tenant key on an admin route)."""
-
-    code = "permission_denied"
+from groundwire_core.errors import PermissionDenied as PermissionDenied
+from groundwire_core.errors import Unauthenticated as Unauthenticated
 
 
 class PayloadTooLarge(GroundwireError):

@@ -52,5 +52,12 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self.audit_events = Counter(
+            "groundwire_gateway_audit_events",
+            "Audit events (admin actions, refused requests), by event and outcome.",
+            ("event", "outcome"),
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

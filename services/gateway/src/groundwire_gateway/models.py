@@ -27,6 +27,14 @@ from groundwire_core.urls import WEB_URL_PATTERN, is_web_url
 
 COLLECTION_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 FIELD_PATTERN = r"^[a-z_][a-z0-9_]{0,63}$"
+# The id after ``user:``/``group:`` starts with a character that is no space to Python
+# (\s, \x1c-\x1f, \x85) nor to JSON Schema's ECMA regex (\s, \ufeff), and goes on
+# without line breaks in either: the documented schema and the check then agree.
+_ID_START = r"[^\s\x1c-\x1f\x85\ufeff]"
+_ID_REST = r"[^\n\r\u2028\u2029]{0,127}"
+ACCESS_PATTERN = rf"^(public|user:{_ID_START}{_ID_REST}|group:{_ID_START}{_ID_REST})$"
+AccessList = list[Annotated[str, Field(pattern=ACCESS_PATTERN)]]
+"""Who may see a document: ``public``, ``user:<id>``, ``group:<name>`` (docs/security.md)."""
 MODEL_PATTERN = r"^groundwire(:[a-z0-9][a-z0-9_-]{0,63})?$"
 MAX_MESSAGES = 20
 MAX_PART_CHARS = 4000
@@ -112,6 +120,12 @@ class SearchBody(_Strict):
         description="Per-path weights of weighted fusion (a path left out weighs 1.0); "
         "absent: the server's setting (dense 0.4, bm25 0.6, sparse 0.3 by default).",
     )
+    group_by: Literal["chunk", "document"] = Field(
+        "chunk",
+        description="chunk: one result per matching chunk (several may be of one document); "
+        "document: one result per document (source), its best chunk, with matching_chunks "
+        "and other_headings; limit then counts documents.",
+    )
 
     @field_validator("query")
     @classmethod
@@ -141,6 +155,16 @@ class SearchResult(BaseModel):
     text: str
     match_reason: str = ""
     injection_flagged: bool = False
+    matching_chunks: int = Field(
+        0,
+        description='group_by "document": how many of the document\'s chunks matched (this '
+        "one included); 0 for a chunk-level search.",
+    )
+    other_headings: list[str] = Field(
+        default_factory=list,
+        description='group_by "document": the headings (" > "-joined) of the document\'s '
+        "other matching chunks, best first, each once.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -232,11 +256,52 @@ class Source(BaseModel):
     injection_flagged: bool = False
 
 
+VerificationStatus = Literal["supported", "unsupported", "contradicted", "unchecked", "unspecified"]
+
+
 class Citation(BaseModel):
     number: int
     sentence: str
-    status: Literal["supported", "unsupported", "unchecked", "unspecified"]
+    status: VerificationStatus
     support: float
+    method: Literal["nli", "llm", "similarity", "none"] = Field(
+        "none", description="The verifier that judged it (`similarity` is never proof)."
+    )
+    contradiction: float = Field(
+        0.0, description="Probability or confidence that the source contradicts the sentence."
+    )
+    answer_span: list[int] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="[start, end) of the sentence in the final answer text (`done.answer`).",
+    )
+    source_span: list[int] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="[start, end) of the best-supporting sentence in the cited source's `text`.",
+    )
+    reason: str = ""
+    chunk_span: list[int] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description=(
+            "[start, end) of the cited source's `text` in its document: the stored chunks' "
+            "texts joined by a blank line in chunk order (the MCP `read_document` text). "
+            "Absent for chunks ingested before it was recorded."
+        ),
+    )
+
+
+class WithheldSentence(BaseModel):
+    """A sentence never sent as a delta: its citations failed the check."""
+
+    sentence: str
+    numbers: list[int] = Field(description="Citation numbers it carried (none: uncited).")
+    status: VerificationStatus
+    reason: str
 
 
 class RetrievalEvent(BaseModel):
@@ -258,6 +323,10 @@ class CitationsEvent(BaseModel):
     event: ClassVar[str] = "citations"
     sources: list[Source]
     citations: list[Citation]
+    withheld: list[WithheldSentence] = Field(
+        default_factory=list,
+        description="Sentences withheld from the answer (verify before show), in order.",
+    )
 
 
 class StagesEvent(BaseModel):
@@ -403,6 +472,11 @@ class GroundwireExtra(BaseModel):
     collection: str
     request_id: str
     stages: list[StageOut] = Field(default_factory=list)
+    withheld: list[WithheldSentence] = Field(
+        default_factory=list,
+        description="Sentences withheld from the answer because their citations failed "
+        "the check (verify before show).",
+    )
 
 
 class ChatCompletion(BaseModel):
@@ -460,6 +534,24 @@ class CollectionCreate(_Strict):
         max_length=32,
         description="Extra filterable payload fields beyond source_id, doc_type and title.",
     )
+    tenant: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="The owning tenant. A tenant's admin key always creates its own "
+        "tenant's; the operator's (static) admin keys may name one, default `public` "
+        "(seen by every caller).",
+    )
+    default_access: AccessList = Field(
+        default_factory=list,
+        max_length=64,
+        description="Access list of documents ingested without one: 'public', "
+        "'user:<id>', 'group:<name>'; empty = ['public'].",
+    )
+    restricted: bool = Field(
+        False,
+        description="Refuse callers without an end-user token (403) instead of showing "
+        "them the public documents only.",
+    )
 
 
 class CollectionOut(BaseModel):
@@ -471,6 +563,11 @@ class CollectionOut(BaseModel):
     embedder_model: str
     chunks: int
     sources: int
+    tenant: str = Field("public", description="The owning tenant (`public`: every caller's).")
+    default_access: list[str] = Field(
+        default_factory=lambda: ["public"], description="Access list of unlabelled documents."
+    )
+    restricted: bool = Field(False, description="Callers without an end user are refused.")
 
 
 class CollectionList(BaseModel):
@@ -482,14 +579,17 @@ class CollectionDropped(BaseModel):
     dropped: bool = True
 
 
-DocumentFormat = Literal["markdown", "text", "html"]
+# The text formats; binary ones (PDF, DOCX, PPTX, EPUB) and notebooks come as uploads.
+DocumentFormat = Literal["markdown", "text", "html", "rst"]
 
 
 class DocumentIn(_Strict):
     source_id: str = Field(
         min_length=1, max_length=512, description="Stable id; re-ingesting it replaces it."
     )
-    content: str = Field(min_length=1, description="UTF-8 Markdown, text or HTML.")
+    content: str = Field(
+        min_length=1, description="UTF-8 Markdown, text, HTML or reStructuredText."
+    )
     format: DocumentFormat | None = Field(
         None, description="Guessed from the suffix of filename (or source_id) when absent."
     )
@@ -506,6 +606,12 @@ class DocumentIn(_Strict):
     metadata: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=1024)]] = (
         Field(default_factory=dict, max_length=32)
     )
+    access: AccessList = Field(
+        default_factory=list,
+        max_length=64,
+        description="Who may see it: 'public', 'user:<id>', 'group:<name>'. Empty = the "
+        "front matter's `access:` list, else the collection's default_access.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -517,7 +623,12 @@ class DocumentIn(_Strict):
 
 
 class IngestBody(_Strict):
-    documents: list[DocumentIn] = Field(min_length=1, max_length=100)
+    documents: list[DocumentIn] = Field(
+        min_length=1,
+        max_length=1000,
+        description="At most 1000, within the body size limit; they are ingested as one "
+        "job (see /v1/admin/jobs).",
+    )
     create_collection: bool = Field(False, description="Create the collection when missing.")
     full_reindex: bool = Field(
         False, description="Replace the whole collection with exactly these documents."

@@ -120,6 +120,12 @@ class GatewaySettings(ServiceSettings):
     api_keys: SecretStr = Field(
         SecretStr(""), description="'tenant:key,…' identifying tenants on the public routes."
     )
+    keys_path: str = Field(
+        "",
+        description="SQLite file of the keys created through /v1/admin/keys when there is "
+        "no redis_url (with one, they live in Redis, shared by the replicas); empty = in "
+        "memory, gone at restart. `groundwire up` sets GROUNDWIRE_HOME/gateway/keys.sqlite.",
+    )
     require_api_key: bool = Field(
         False, description="Reject public-route requests without a valid key (401)."
     )
@@ -176,6 +182,31 @@ class GatewaySettings(ServiceSettings):
     )
     max_inflight_chats: int = Field(
         32, ge=0, description="Chats in flight across all replicas; 0 = off."
+    )
+    user_token_secret: SecretStr = Field(
+        SecretStr(""),
+        description="Shared secret of HS256 end-user tokens (X-Groundwire-User-Token); "
+        "empty = no HS256.",
+    )
+    user_token_key_file: str = Field(
+        "",
+        description="PEM public key or JWKS JSON file of RS256/ES256 end-user tokens; "
+        "empty = none. With neither this nor the secret, user tokens are refused.",
+    )
+    user_token_audience: str = Field(
+        "groundwire", min_length=1, description="The 'aud' an end-user token must carry."
+    )
+    user_token_issuer: str = Field(
+        "", description="The 'iss' an end-user token must carry; empty = not checked."
+    )
+    user_token_user_claim: str = Field(
+        "sub", min_length=1, description="The end-user token claim holding the user id."
+    )
+    user_token_groups_claim: str = Field(
+        "groups", min_length=1, description="The claim holding the user's groups (a list)."
+    )
+    user_token_leeway_s: float = Field(
+        30.0, ge=0, le=600, description="Clock skew allowed on 'exp' and 'nbf'."
     )
 
     @field_validator("admin_api_keys", "api_keys")

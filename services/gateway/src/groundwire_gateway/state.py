@@ -6,12 +6,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from groundwire_gateway import models
+from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
 from groundwire_gateway.settings import GatewaySettings
+from groundwire_gateway.sync_models import SyncBody, SyncReportOut
 
 
 class EventStream(Protocol):
@@ -31,6 +32,30 @@ class SearchReply:
     llm_tokens: int = 0
     """Tokens (input + output) of the LLM calls the search made (analysis, listwise),
     charged to the tenant's budget."""
+
+
+class JobsApi(Protocol):
+    """The retriever's job calls (``upstream_jobs.JobsClient``, or a fake)."""
+
+    async def start_ingest(
+        self, collection: str, body: models.IngestBody, files: list[tuple[str, bytes]]
+    ) -> job_models.JobOut: ...
+
+    async def start_sync(self, collection: str, body: SyncBody) -> job_models.JobOut: ...
+
+    async def get(self, job_id: str) -> job_models.JobOut: ...
+
+    async def cancel(self, job_id: str) -> job_models.JobOut: ...
+
+    async def recent(self, collection: str = "", limit: int = 100) -> list[job_models.JobOut]: ...
+
+    def watch(self, job_id: str) -> AsyncIterator[job_models.JobOut]: ...
+
+
+class SyncApi(Protocol):
+    """The retriever's Sync call (``upstream_sync.SyncClient``, or a fake)."""
+
+    async def sync(self, collection: str, body: SyncBody) -> SyncReportOut: ...
 
 
 class UpstreamApi(Protocol):
@@ -74,6 +99,12 @@ class UpstreamApi(Protocol):
     async def read_source(self, collection: str, source_id: str) -> models.StoredDocument: ...
 
     async def health(self) -> dict[str, models.DependencyOut]: ...
+
+    @property
+    def sync(self) -> SyncApi: ...
+
+    @property
+    def jobs(self) -> JobsApi: ...
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from groundwire_core.grpc.errors import from_error_info
 from groundwire_gateway import models
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import SearchReply
+from groundwire_gateway.upstream_jobs import JobsClient, documents_to_proto
+from groundwire_gateway.upstream_sync import SyncClient
 
 _DEP_STATUS: dict[int, str] = {
     orchestrator_pb2.DEPENDENCY_STATUS_SERVING: "serving",
@@ -38,16 +40,11 @@ _VERIFICATION: dict[int, str] = {
     orchestrator_pb2.VERIFICATION_STATUS_SUPPORTED: "supported",
     orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED: "unsupported",
     orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED: "unchecked",
+    orchestrator_pb2.VERIFICATION_STATUS_CONTRADICTED: "contradicted",
 }
 _ORCHESTRATOR = orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name
 _RETRIEVER = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
 _ROLES = {"user": orchestrator_pb2.ROLE_USER, "assistant": orchestrator_pb2.ROLE_ASSISTANT}
-_FORMATS = {
-    None: retriever_pb2.DOCUMENT_FORMAT_UNSPECIFIED,
-    "markdown": retriever_pb2.DOCUMENT_FORMAT_MARKDOWN,
-    "text": retriever_pb2.DOCUMENT_FORMAT_TEXT,
-    "html": retriever_pb2.DOCUMENT_FORMAT_HTML,
-}
 _DOC_STATUS: dict[int, str] = {
     retriever_pb2.DOCUMENT_STATUS_INGESTED: "ingested",
     retriever_pb2.DOCUMENT_STATUS_UNCHANGED: "unchanged",
@@ -92,7 +89,18 @@ def _collection(c: retriever_pb2.Collection) -> models.CollectionOut:
         embedder_model=c.embedder_model,
         chunks=c.chunks,
         sources=c.sources,
+        tenant=c.tenant or "public",
+        default_access=list(c.default_access) or ["public"],
+        restricted=c.restricted,
     )
+
+
+def _span(citation: orchestrator_pb2.Citation, name: str) -> list[int] | None:
+    """A citation's span as [start, end), None when the orchestrator sent none."""
+    if not citation.HasField(name):
+        return None
+    span = getattr(citation, name)
+    return [span.start, span.end]
 
 
 def _event(event: orchestrator_pb2.AskEvent) -> models.AskEvent | None:
@@ -112,8 +120,23 @@ def _event(event: orchestrator_pb2.AskEvent) -> models.AskEvent | None:
                     sentence=c.sentence,
                     status=_VERIFICATION.get(c.status, "unspecified"),
                     support=c.support,
+                    method=c.method or "none",
+                    contradiction=c.contradiction,
+                    answer_span=_span(c, "answer_span"),
+                    source_span=_span(c, "source_span"),
+                    reason=c.reason,
+                    chunk_span=_span(c, "chunk_span"),
                 )
                 for c in event.citations.citations
+            ],
+            withheld=[
+                models.WithheldSentence(
+                    sentence=w.sentence,
+                    numbers=list(w.numbers),
+                    status=_VERIFICATION.get(w.status, "unspecified"),
+                    reason=w.reason,
+                )
+                for w in event.citations.withheld
             ],
         )
     if kind == "stages":
@@ -211,6 +234,18 @@ class Upstream:
         return orchestrator_pb2_grpc.OrchestratorServiceStub(self._orchestrator_channel)
 
     @property
+    def jobs(self) -> JobsClient:
+        """The retriever's job calls (``upstream_jobs``), on the same channel."""
+        assert self._retriever_channel is not None, "Upstream.start() was not called"
+        return JobsClient(self._retriever_channel, self._settings)
+
+    @property
+    def sync(self) -> SyncClient:
+        """The retriever's Sync call (``upstream_sync``), on the same channel."""
+        assert self._retriever_channel is not None, "Upstream.start() was not called"
+        return SyncClient(self._retriever_channel, self._settings)
+
+    @property
     def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceStub:
         assert self._retriever_channel is not None, "Upstream.start() was not called"
         return retriever_pb2_grpc.RetrieverServiceStub(self._retriever_channel)
@@ -229,6 +264,9 @@ class Upstream:
             reasons=body.reasons,
             fusion=fusion_to_proto(body.fusion),
             fusion_weights={str(path): w for path, w in (body.fusion_weights or {}).items()},
+            group_by=orchestrator_pb2.GROUP_BY_DOCUMENT
+            if body.group_by == "document"
+            else orchestrator_pb2.GROUP_BY_CHUNK,
         )
         with rpc_errors("orchestrator"):
             reply = await self._orchestrator.Search(
@@ -246,6 +284,8 @@ class Upstream:
                 text=s.text,
                 match_reason=s.match_reason,
                 injection_flagged=s.injection_flagged,
+                matching_chunks=s.matching_chunks,
+                other_headings=list(s.other_headings),
             )
             for s in reply.results
         ]
@@ -303,7 +343,13 @@ class Upstream:
     async def create_collection(self, body: models.CollectionCreate) -> models.CollectionOut:
         with rpc_errors("retriever"):
             reply = await self._retriever.CreateCollection(
-                retriever_pb2.CreateCollectionRequest(name=body.name, filterable=body.filterable),
+                retriever_pb2.CreateCollectionRequest(
+                    name=body.name,
+                    filterable=body.filterable,
+                    tenant=body.tenant or "",
+                    default_access=body.default_access,
+                    restricted=body.restricted,
+                ),
                 timeout=self._settings.request_timeout_s,
             )
         return _collection(reply)
@@ -320,27 +366,9 @@ class Upstream:
     ) -> models.IngestReportOut:
         """Ingests JSON documents (``body``) and uploaded files ((filename, bytes)),
         waiting for the retriever's final report."""
-        documents = [
-            retriever_pb2.Document(
-                source_id=d.source_id,
-                content=d.content.encode(),
-                format=_FORMATS[d.format],
-                title=d.title,
-                url=d.url,
-                doc_type=d.doc_type,
-                # the retriever guesses the format from the file name's suffix
-                filename=d.filename or d.source_id,
-                metadata=d.metadata,
-            )
-            for d in body.documents
-        ]
-        documents += [
-            retriever_pb2.Document(source_id=name, content=content, filename=name)
-            for name, content in files
-        ]
         request = retriever_pb2.IngestRequest(
             collection=collection,
-            documents=documents,
+            documents=documents_to_proto(body, files),
             create_collection=body.create_collection,
             full_reindex=body.full_reindex,
         )

@@ -130,6 +130,7 @@ def router(state: GatewayState) -> APIRouter:
                 collection=collection,
                 request_id=current_request_id(),
                 stages=answer.stages,
+                withheld=answer.withheld,
             ),
         )
         return JSONResponse(completion.model_dump(mode="json"))
@@ -143,7 +144,7 @@ def router(state: GatewayState) -> APIRouter:
     )
     async def list_models(principal: Annotated[Principal, Depends(caller)]) -> models.ModelList:
         created = 0
-        names = sorted(await state.catalog.names())
+        names = sorted(await state.catalog.names(principal))
         return models.ModelList(
             data=[models.ModelCard(id=MODEL, created=created)]
             + [models.ModelCard(id=f"{MODEL}:{n}", created=created) for n in names]
@@ -211,6 +212,7 @@ async def _completion_chunks(
                     collection=collection,
                     request_id=current_request_id(),
                     stages=answer.stages,
+                    withheld=answer.withheld,
                 )
                 yield sse(
                     _chunk(

@@ -5,8 +5,10 @@ otherwise. The page is built from the chunks the retriever stores (ReadSource), 
 document order; all of their text is escaped and shown as pre-wrapped text, so no
 markup from a document ever runs or renders. The cited chunk carries the class
 ``cited`` and an ``id="cited"`` anchor, so a link ending in ``#cited`` scrolls to it
-without any script. Access is guarded like ``POST /v1/search``: the same optional
-key and the same search rate and quota.
+without any script; with ``start`` and ``end`` (a citation's ``source_span``: a range
+of the chunk's text) the supporting sentence inside it is a ``<mark>``. Access is
+guarded like ``POST /v1/search``: the same optional key and the same search rate and
+quota.
 """
 
 from html import escape
@@ -36,9 +38,23 @@ _JSON_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def render_document(doc: models.StoredDocument, cited: str = "") -> str:
-    """The HTML page of a stored source; ``cited`` is the chunk id to mark. Every
-    value from the store is escaped."""
+def _chunk_html(text: str, span: tuple[int, int] | None) -> str:
+    """The chunk's text escaped, ``span`` (when it lies inside the text) marked."""
+    if span is None or not 0 <= span[0] < span[1] <= len(text):
+        return escape(text)
+    start, end = span
+    return (
+        f"{escape(text[:start])}<mark class=\"evidence\">{escape(text[start:end])}</mark>"
+        f"{escape(text[end:])}"
+    )
+
+
+def render_document(
+    doc: models.StoredDocument, cited: str = "", span: tuple[int, int] | None = None
+) -> str:
+    """The HTML page of a stored source; ``cited`` is the chunk id to mark and
+    ``span`` the [start, end) of its text to highlight (ignored when it does not lie
+    inside the chunk's text). Every value from the store is escaped."""
     title = doc.title or doc.source_id
     link = doc.url if is_web_url(doc.url) else None
     meta = [f"<code>{escape(doc.source_id)}</code>"]
@@ -72,7 +88,8 @@ def render_document(doc: models.StoredDocument, cited: str = "") -> str:
             f'<section class="{classes}" id="chunk-{chunk.chunk_index}" '
             f'data-chunk-id="{escape(chunk.chunk_id)}"{current}>{anchor}'
             f'<p class="label">{label}</p>'
-            f'<div class="text">{escape(chunk.text)}</div></section>'
+            f'<div class="text">{_chunk_html(chunk.text, span if is_cited else None)}</div>'
+            "</section>"
         )
     if doc.total > len(doc.chunks):
         parts.append(f'<p class="meta">… and {doc.total - len(doc.chunks)} more chunks.</p>')
@@ -98,7 +115,8 @@ def router(state: GatewayState) -> APIRouter:
         summary="A stored source as an HTML page, the cited chunk marked (link to #cited).",
         description="What a citation links to when its source has no URL: the source's "
         "stored chunks in document order, every character escaped (no markup from the "
-        "document renders). `chunk` marks one chunk (class `cited`, anchor `#cited`). "
+        "document renders). `chunk` marks one chunk (class `cited`, anchor `#cited`); "
+        "`start` and `end` (a citation's `source_span`) highlight that range of its text. "
         "Guarded like POST /v1/search: the same optional key, rate and quota.",
     )
     async def view_source(
@@ -113,9 +131,18 @@ def router(state: GatewayState) -> APIRouter:
         chunk: Annotated[
             str, Query(max_length=64, description="chunk_id of the passage to mark.")
         ] = "",
+        start: Annotated[
+            int | None,
+            Query(ge=0, le=10_000_000, description="Start of the range of the marked "
+                  "chunk's text to highlight (a citation's `source_span`)."),
+        ] = None,
+        end: Annotated[
+            int | None,
+            Query(ge=0, le=10_000_000, description="End (exclusive) of that range."),
+        ] = None,
     ) -> HTMLResponse:
         name = collection or state.settings.default_collection
-        await state.catalog.check(name, reveal=not is_anonymous(principal))
+        await state.catalog.check(name, reveal=not is_anonymous(principal), caller=principal)
         ticket = await state.limiter.admit(
             state.limiter.ask_for("search", principal.client, principal.tenant)
         )
@@ -123,6 +150,7 @@ def router(state: GatewayState) -> APIRouter:
             doc = await state.upstream.read_source(name, source_id)
         finally:
             await state.limiter.release(ticket)
-        return HTMLResponse(render_document(doc, chunk), headers=PAGE_HEADERS)
+        span = (start, end) if start is not None and end is not None else None
+        return HTMLResponse(render_document(doc, chunk, span), headers=PAGE_HEADERS)
 
     return api

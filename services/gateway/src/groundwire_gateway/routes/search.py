@@ -44,25 +44,36 @@ def router(state: GatewayState) -> APIRouter:
     async def search(
         body: models.SearchBody, principal: Annotated[Principal, Depends(caller)]
     ) -> models.SearchResponse:
-        collection = body.collection or state.settings.default_collection
-        await state.catalog.check(collection, body.filters, reveal=not is_anonymous(principal))
-        query_tokens = max(1, models.approx_tokens(body.query))
-        ticket = await state.limiter.admit(
-            state.limiter.ask_for("search", principal.client, principal.tenant, query_tokens)
-        )
-        reply = SearchReply([], [])
-        try:
-            reply = await state.upstream.search(body, collection)
-        finally:
-            await state.limiter.release(ticket, answer_tokens=reply.llm_tokens)
-        stages = list(reply.stages)
-        if state.limiter.is_local(ticket):
-            stages.append(limits_stage(state))
-        return models.SearchResponse(
-            collection=collection,
-            results=reply.results,
-            stages=stages,
-            request_id=current_request_id(),
-        )
+        return await run_search(state, principal, body)
 
     return api
+
+
+async def run_search(
+    state: GatewayState, principal: Principal, body: models.SearchBody
+) -> models.SearchResponse:
+    """One search as ``POST /v1/search`` runs it (also the MCP ``search`` tool): the
+    collection and filter check, the limits, the orchestrator call. Raises NotFound,
+    InvalidInput, the limits' rejections and the upstream errors."""
+    collection = body.collection or state.settings.default_collection
+    await state.catalog.check(
+        collection, body.filters, reveal=not is_anonymous(principal), caller=principal
+    )
+    query_tokens = max(1, models.approx_tokens(body.query))
+    ticket = await state.limiter.admit(
+        state.limiter.ask_for("search", principal.client, principal.tenant, query_tokens)
+    )
+    reply = SearchReply([], [])
+    try:
+        reply = await state.upstream.search(body, collection)
+    finally:
+        await state.limiter.release(ticket, answer_tokens=reply.llm_tokens)
+    stages = list(reply.stages)
+    if state.limiter.is_local(ticket):
+        stages.append(limits_stage(state))
+    return models.SearchResponse(
+        collection=collection,
+        results=reply.results,
+        stages=stages,
+        request_id=current_request_id(),
+    )

@@ -19,7 +19,10 @@ from groundwire_gateway.routes.security import client_ip
 from groundwire_gateway.state import GatewayState
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-REQUIRED = ("orchestrator", "retriever", "embedder")
+# Without these nothing is answered (health "down", 503). The embedder is not among
+# them: search and chat fall back to BM25 without it (health "degraded"); only ingest
+# and the dense and sparse paths need it.
+REQUIRED = ("orchestrator", "retriever")
 # The page loads nothing but its own files and talks only to this gateway.
 PAGE_HEADERS = {
     "Cache-Control": "no-cache",
@@ -84,14 +87,14 @@ def public_view(body: models.HealthResponse) -> models.HealthResponse:
     )
 
 
-def _is_admin(state: GatewayState, request: Request) -> bool:
+async def _is_admin(state: GatewayState, request: Request) -> bool:
     """Whether the request carries a valid admin key (any other key, or none, gets
     the public view: health must answer probes that carry no key)."""
     key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
     if key is None:
         return False
     try:
-        state.auth.admin(key, client_ip(request))
+        await state.auth.admin(key, client_ip(request))
     except GroundwireError:
         return False
     return True
@@ -159,7 +162,7 @@ def router(state: GatewayState) -> APIRouter:
     )
     async def health(request: Request) -> JSONResponse:
         body = await cache.get()
-        if not _is_admin(state, request):
+        if not await _is_admin(state, request):
             body = public_view(body)
         return JSONResponse(body.model_dump(), status_code=503 if body.status == "down" else 200)
 

@@ -1,44 +1,60 @@
-// Groundwire's web page: POST /v1/chat, read the server-sent events from the
-// response body stream, render the answer as it arrives. No framework, no build step.
+// Groundwire's web page: a conversation over POST /v1/chat (server-sent events read
+// from the response body stream), a search mode over POST /v1/search and a collection
+// picker filled from GET /v1/models (the upload panel is upload.js). Answers are
+// Markdown rendered with marked and sanitised with DOMPurify (both vendored under
+// /static/vendor/: the page's CSP allows only this gateway's own scripts, no inline
+// code, no eval). No framework, no build step.
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
   const form = $("ask");
   const question = $("question");
-  const answerEl = $("answer");
+  const transcript = $("transcript");
   const statusEl = $("status");
-  const modeEl = $("mode");
-  const chipsEl = $("citations");
   const sourcesEl = $("sources");
   const stagesBody = $("stages").querySelector("tbody");
   const sendBtn = $("send");
   const stopBtn = $("stop");
+  const picker = $("collection");
 
-  const MAX_MESSAGES = 20;
+  const MAX_MESSAGES = 20;  // the gateway's limit on a conversation
   const MAX_PART_CHARS = 4000;
-  let history = [];
+  const MODEL_PREFIX = "groundwire:";
+  const SEARCH_LIMIT = 10;
+  let history = [];  // [{role, content}] of the turns answered so far
   let controller = null;
-  let askedCollection = "";  // the collection of the answer on screen ("" = server default)
+  let busy = false;
+
+  // ------------------------------------------------------------ small helpers
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
 
   function setStatus(text, isError) {
     statusEl.textContent = text;
     statusEl.classList.toggle("error", Boolean(isError));
   }
 
-  function setState(state) {
-    answerEl.dataset.state = state;
-    answerEl.setAttribute("aria-busy", state === "streaming" ? "true" : "false");
-    sendBtn.disabled = state === "streaming";
-    stopBtn.disabled = state !== "streaming";
+  function setBusy(value) {
+    busy = value;
+    sendBtn.disabled = value;
+    stopBtn.disabled = !value;
   }
 
-  function clearOutput() {
-    answerEl.textContent = "";
-    modeEl.textContent = "";
-    chipsEl.replaceChildren();
-    sourcesEl.replaceChildren();
-    stagesBody.replaceChildren();
+  function mode() {
+    return document.querySelector("input[name='mode']:checked").value;
+  }
+
+  function authHeaders(extra) {
+    const headers = Object.assign({}, extra || {});
+    const key = $("apikey").value.trim();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    return headers;
   }
 
   function safeUrl(url) {
@@ -52,13 +68,18 @@
   }
 
   // Every source opens: its URL when it has one, else the gateway's view of the
-  // stored document with the cited chunk marked and scrolled to (#cited).
-  function sourceHref(s) {
+  // stored document with the cited chunk marked and scrolled to (#cited), and the
+  // supporting sentence inside it highlighted when the citation carries its span.
+  function sourceHref(s, collection, span) {
     const url = safeUrl(s.url);
     if (url) return url;
     const params = new URLSearchParams({ source_id: s.source_id });
-    if (askedCollection) params.set("collection", askedCollection);
+    if (collection) params.set("collection", collection);
     if (s.chunk_id) params.set("chunk", s.chunk_id);
+    if (s.chunk_id && span) {
+      params.set("start", String(span[0]));
+      params.set("end", String(span[1]));
+    }
     return `/v1/sources/view?${params}#cited`;
   }
 
@@ -73,39 +94,141 @@
     return path || s.title || s.source_id;
   }
 
-  function renderSources(sources) {
+  async function errorOf(response) {
+    try {
+      const body = await response.json();
+      const e = body.error || {};
+      const wait = response.headers.get("Retry-After");
+      return `${e.message || response.statusText} (${e.code || response.status})` +
+        (wait ? ` — retry in ${wait}s` : "");
+    } catch (e) {
+      return `HTTP ${response.status}`;
+    }
+  }
+
+  // ------------------------------------------------------------ Markdown
+
+  // Links in an answer open in a new tab and never carry a referrer.
+  window.DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.tagName === "A" && node.getAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+  const PURIFY = {
+    // no images, styles or forms from an answer: the CSP would block remote images
+    // anyway, and a form or a style could imitate the page's own controls
+    FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select"],
+    FORBID_ATTR: ["style"],
+  };
+
+  // The answer so far as sanitised HTML. Called on every delta: a half-received code
+  // fence renders as an open code block until its closing fence arrives.
+  function renderMarkdown(target, text) {
+    const html = window.marked.parse(text, { gfm: true, breaks: false, async: false });
+    target.innerHTML = window.DOMPurify.sanitize(html, PURIFY);
+  }
+
+  // ------------------------------------------------------------ transcript
+
+  function clearCurrentIds() {
+    for (const id of ["answer", "citations"]) {
+      const old = $(id);
+      if (old) old.removeAttribute("id");
+    }
+  }
+
+  // One turn: the user's message, then the reply's container. The reply of the turn
+  // being answered carries id="answer" (its text) and id="citations" (its chips).
+  function addTurn(kind, text, collection) {
+    const empty = $("empty");
+    if (empty) empty.remove();
+    clearCurrentIds();
+    const turn = el("article", `turn ${kind}`);
+    turn.setAttribute("aria-label", kind === "search" ? "Search" : "Question and answer");
+    const user = el("div", "msg user");
+    const who = el("p", "who", kind === "search" ? "You searched" : "You asked");
+    user.append(who, el("p", "text", text));
+    const reply = el("div", "msg assistant");
+    const meta = el("p", "who", collection ? `Groundwire · ${collection}` : "Groundwire");
+    const body = el("div", "answer md");
+    body.id = "answer";
+    body.dataset.state = "streaming";
+    body.setAttribute("aria-busy", "true");
+    const chips = el("div", "chips");
+    chips.id = "citations";
+    chips.setAttribute("role", "group");  // aria-label needs a role that takes a name
+    chips.setAttribute("aria-label", "Citations");
+    reply.append(meta, body, chips);
+    turn.append(user, reply);
+    transcript.append(turn);
+    turn.scrollIntoView({ block: "nearest" });
+    return { turn, body, chips, meta };
+  }
+
+  function finish(view, state) {
+    view.body.dataset.state = state;
+    view.body.setAttribute("aria-busy", "false");
+  }
+
+  function renderSources(sources, collection) {
     sourcesEl.replaceChildren();
     for (const s of sources) {
       const li = document.createElement("li");
-      li.value = s.number;
-      const title = document.createElement("a");
-      title.textContent = sourceLabel(s);
-      openInNewTab(title, sourceHref(s));
-      const meta = document.createElement("div");
-      meta.className = "meta";
-      meta.textContent = `[${s.number}] ${s.source_id} · score ${Number(s.score).toFixed(3)}` +
+      li.value = s.number || s.rank;
+      const title = el("a", "", sourceLabel(s));
+      openInNewTab(title, sourceHref(s, collection));
+      const meta = el("div", "meta",
+        `[${s.number || s.rank}] ${s.source_id} · score ${Number(s.score).toFixed(3)}` +
         (s.match_reason ? ` · ${s.match_reason}` : "") +
-        (s.injection_flagged ? " · flagged: looks like an instruction" : "");
+        (s.injection_flagged ? " · flagged: looks like an instruction" : ""));
       li.append(title, meta);
       sourcesEl.append(li);
     }
   }
 
-  function renderCitations(sources, citations) {
-    const unsupported = new Set(
-      (citations || []).filter((c) => c.status === "unsupported").map((c) => c.number));
-    chipsEl.replaceChildren();
-    for (const s of sources) {
-      const href = sourceHref(s);
-      const chip = document.createElement("a");
-      chip.className = "chip" + (unsupported.has(s.number) ? " unsupported" : "");
-      chip.textContent = `[${s.number}] ${s.title || s.source_id}`;
+  function failed(c) {
+    return c.status === "unsupported" || c.status === "contradicted";
+  }
+
+  function renderCitations(view, event, collection) {
+    const citations = event.citations || [];
+    const bad = new Set(citations.filter(failed).map((c) => c.number));
+    const spans = new Map();
+    for (const c of citations) {
+      if (c.source_span && !failed(c) && !spans.has(c.number)) spans.set(c.number, c.source_span);
+    }
+    view.chips.replaceChildren();
+    for (const s of event.sources) {
+      const href = sourceHref(s, collection, spans.get(s.number));
+      const chip = el("a", "chip" + (bad.has(s.number) ? " unsupported" : ""),
+        `[${s.number}] ${s.title || s.source_id}`);
       chip.dataset.number = String(s.number);
       openInNewTab(chip, href);
       chip.title = safeUrl(s.url) ? href : `Open the stored text of ${s.source_id}`;
-      if (unsupported.has(s.number)) chip.title = "This citation was not supported by its source";
-      chipsEl.append(chip);
+      if (bad.has(s.number)) chip.title = "This citation was not supported by its source";
+      view.chips.append(chip);
     }
+    const withheld = event.withheld || [];
+    if (withheld.length) {
+      const note = el("details", "withheld");
+      note.append(el("summary", "",
+        `${withheld.length} sentence(s) withheld by the citation check`));
+      const list = el("ul");
+      for (const w of withheld) list.append(el("li", "", `${w.sentence} — ${w.reason}`));
+      note.append(list);
+      view.chips.append(note);
+    }
+  }
+
+  function stageDetails(st) {
+    const entries = Object.entries(st.details || {});
+    if (!entries.length) return el("span", "hint", "—");
+    const dl = el("dl", "details");
+    for (const [key, value] of entries) {
+      dl.append(el("dt", "", key.replace(/_/g, " ")), el("dd", "", value));
+    }
+    return dl;
   }
 
   function renderStages(stages) {
@@ -114,19 +237,18 @@
       const tr = document.createElement("tr");
       tr.dataset.stage = st.name;
       if (st.fallback) tr.className = "fallback";
-      const name = document.createElement("td");
-      name.textContent = st.name;
-      const ms = document.createElement("td");
-      ms.className = "ms";
-      ms.textContent = `${Number(st.ms).toFixed(1)} ms`;
-      const fb = document.createElement("td");
-      fb.textContent = st.fallback
+      const ms = el("td", "ms", `${Number(st.ms).toFixed(1)} ms`);
+      const fb = el("td", "fb", st.fallback
         ? `yes: ${st.reason || "fallback"}${st.dependency ? ` (${st.dependency})` : ""}`
-        : "no";
-      tr.append(name, ms, fb);
+        : "no");
+      const details = el("td", "");
+      details.append(stageDetails(st));
+      tr.append(el("td", "", st.name), ms, fb, details);
       stagesBody.append(tr);
     }
   }
+
+  // ------------------------------------------------------------ chat
 
   // Server-sent events over fetch: blocks separated by a blank line; "event:" names
   // the block, "data:" lines carry its JSON; lines starting with ":" are comments.
@@ -157,108 +279,194 @@
     }
   }
 
-  async function errorOf(response) {
-    try {
-      const body = await response.json();
-      const e = body.error || {};
-      const wait = response.headers.get("Retry-After");
-      return `${e.message || response.statusText} (${e.code || response.status})` +
-        (wait ? ` — retry in ${wait}s` : "");
-    } catch (e) {
-      return `HTTP ${response.status}`;
-    }
-  }
-
   async function ask(text) {
+    const collection = picker.value;
     const messages = history.concat([{ role: "user", content: text }]).slice(-MAX_MESSAGES);
     const body = { messages };
-    const collection = $("collection").value.trim();
     if (collection) body.collection = collection;
-    askedCollection = collection;
-    const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
-    const key = $("apikey").value.trim();
-    if (key) headers.Authorization = `Bearer ${key}`;
-
-    clearOutput();
-    setState("streaming");
+    const view = addTurn("ask", text, collection);
+    sourcesEl.replaceChildren();
+    stagesBody.replaceChildren();
+    setBusy(true);
     setStatus("Searching…");
     controller = new AbortController();
     let answer = "";
     let finished = false;
     try {
       const response = await fetch("/v1/chat", {
-        method: "POST", headers, body: JSON.stringify(body), signal: controller.signal,
+        method: "POST",
+        headers: authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+        body: JSON.stringify(body),
+        signal: controller.signal,
       });
       if (!response.ok) {
         setStatus(await errorOf(response), true);
-        setState("error");
+        finish(view, "error");
         return;
       }
       for await (const ev of readEvents(response.body)) {
         const d = ev.data;
         if (ev.name === "retrieval") {
-          renderSources(d.sources);
+          renderSources(d.sources, collection);
           setStatus(`Found ${d.sources.length} sources; answering…`);
         } else if (ev.name === "delta") {
+          // extractive answers arrive as one delta: rendered the same way
           answer += d.text;
-          answerEl.textContent = answer;
+          renderMarkdown(view.body, answer);
         } else if (ev.name === "reset") {
           answer = "";
-          answerEl.textContent = "";
+          view.body.replaceChildren();
           setStatus(`Searching again: ${d.reason}`);
         } else if (ev.name === "citations") {
-          renderCitations(d.sources, d.citations);
+          renderCitations(view, d, collection);
         } else if (ev.name === "stages") {
           renderStages(d.stages);
         } else if (ev.name === "done") {
           finished = true;
           answer = d.answer;
-          answerEl.textContent = answer;
-          modeEl.textContent = d.mode === "generated" ? "" : `(${d.mode})`;
+          renderMarkdown(view.body, answer);
+          view.body.dataset.mode = d.mode;
+          if (d.mode !== "generated") view.meta.textContent += ` · ${d.mode}`;
           setStatus(d.mode === "declined" ? "The documents do not answer this." : "Done.");
-          setState("done");
+          finish(view, "done");
         } else if (ev.name === "error") {
           finished = true;
           setStatus(`${d.message} (${d.code})`, true);
-          setState("error");
+          finish(view, "error");
         }
       }
       if (!finished) {
         setStatus("The answer stopped before it was complete.", true);
-        setState("error");
-      } else if (answerEl.dataset.state === "done") {
+        finish(view, "error");
+      } else if (view.body.dataset.state === "done") {
         const said = (answer || "(no answer)").slice(0, MAX_PART_CHARS);
         history = messages.concat([{ role: "assistant", content: said }]);
       }
     } catch (e) {
       if (e.name === "AbortError") {
         setStatus("Stopped.");
-        setState("stopped");
+        finish(view, "stopped");
       } else {
         setStatus(`Could not reach the server: ${e.message}`, true);
-        setState("error");
+        finish(view, "error");
       }
     } finally {
       controller = null;
+      setBusy(false);
     }
+  }
+
+  // ------------------------------------------------------------ search
+
+  async function search(text) {
+    const collection = picker.value;
+    const body = { query: text, limit: SEARCH_LIMIT };
+    if (collection) body.collection = collection;
+    const view = addTurn("search", text, collection);
+    setBusy(true);
+    setStatus("Searching…");
+    controller = new AbortController();
+    try {
+      const response = await fetch("/v1/search", {
+        method: "POST",
+        headers: authHeaders({ "Content-Type": "application/json" }),
+        body: JSON.stringify(body),
+        signal: controller.signal,
+      });
+      if (!response.ok) {
+        setStatus(await errorOf(response), true);
+        finish(view, "error");
+        return;
+      }
+      const result = await response.json();
+      const list = el("ol", "results");
+      for (const r of result.results) {
+        const li = el("li");
+        const link = el("a", "", sourceLabel(r));
+        openInNewTab(link, sourceHref(r, collection));
+        const meta = el("div", "meta", `${r.source_id} · score ${Number(r.score).toFixed(3)}` +
+          (r.match_reason ? ` · ${r.match_reason}` : ""));
+        const snippet = el("p", "snippet", r.text.length > 320 ? `${r.text.slice(0, 320)}…` : r.text);
+        li.append(link, meta, snippet);
+        list.append(li);
+      }
+      view.body.replaceChildren(result.results.length ? list : el("p", "hint", "No results."));
+      renderSources(result.results, result.collection);
+      renderStages(result.stages);
+      setStatus(`${result.results.length} results.`);
+      finish(view, "done");
+    } catch (e) {
+      setStatus(e.name === "AbortError" ? "Stopped." : `Could not reach the server: ${e.message}`,
+        e.name !== "AbortError");
+      finish(view, e.name === "AbortError" ? "stopped" : "error");
+    } finally {
+      controller = null;
+      setBusy(false);
+    }
+  }
+
+  // ------------------------------------------------------------ collections
+
+  // The picker lists the collections the caller may use: GET /v1/models names
+  // "groundwire:<collection>" for each (the listing every caller may read).
+  async function loadCollections(select) {
+    try {
+      const response = await fetch("/v1/models", { headers: authHeaders() });
+      if (!response.ok) return;
+      const body = await response.json();
+      const names = body.data.map((m) => m.id)
+        .filter((id) => id.startsWith(MODEL_PREFIX))
+        .map((id) => id.slice(MODEL_PREFIX.length));
+      const keep = select || picker.value;
+      const options = [new Option("Server default", "")];
+      for (const name of names) options.push(new Option(name, name));
+      picker.replaceChildren(...options);
+      picker.value = names.includes(keep) ? keep : "";
+    } catch (e) {
+      // the picker keeps the server default: asking still works
+    }
+  }
+
+  // ------------------------------------------------------------ wiring
+
+  function newConversation() {
+    if (controller) controller.abort();
+    history = [];
+    transcript.replaceChildren(el("p", "hint", "New conversation."));
+    transcript.firstChild.id = "empty";
+    sourcesEl.replaceChildren();
+    stagesBody.replaceChildren();
+    setStatus("");
+    question.focus();
   }
 
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const text = question.value.trim();
-    if (!text || answerEl.dataset.state === "streaming") return;
-    ask(text);
+    if (!text || busy) return;
+    question.value = "";
+    if (mode() === "search") search(text);
+    else ask(text);
   });
   question.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit();
   });
-  stopBtn.addEventListener("click", () => controller && controller.abort());
-  $("reset").addEventListener("click", () => {
-    if (controller) controller.abort();
+  for (const radio of document.querySelectorAll("input[name='mode']")) {
+    radio.addEventListener("change", () => {
+      sendBtn.textContent = mode() === "search" ? "Search" : "Ask";
+    });
+  }
+  // a conversation is about one collection: after a switch the earlier turns stay
+  // on screen but are no longer sent with the next question
+  picker.addEventListener("change", () => {
+    if (!history.length) return;
     history = [];
-    clearOutput();
-    setStatus("");
-    setState("idle");
-    question.focus();
+    const name = picker.value || "the server default";
+    transcript.append(el("p", "divider", `Collection changed to ${name}: a new conversation.`));
   });
+  stopBtn.addEventListener("click", () => controller && controller.abort());
+  $("reset").addEventListener("click", newConversation);
+  // shared with upload.js (the admin upload panel)
+  window.groundwire = { $, el, authHeaders, safeUrl, errorOf, readEvents, loadCollections, picker };
+  loadCollections();
 })();
