@@ -5,11 +5,16 @@ groundwire down                    stop the services `up --detach` started
 groundwire demo                    start the cluster, ingest samples/corpus, search it, ask it
 groundwire ingest PATH...          ingest files or folders into a collection
 groundwire sources COLLECTION      list the sources a collection holds (counts, hashes)
+groundwire sync PATH|URL           sync a collection with a folder, git tree or site (deletions)
+groundwire jobs [list|show|watch|cancel]  the retriever's ingest and sync jobs
 groundwire chat QUESTION           ask the running cluster; a cited answer
+groundwire mcp --gateway URL       the gateway's MCP tools over stdio (Claude Desktop, IDEs)
+groundwire keys create|list|revoke scoped API keys (tenant, role) via the admin API
 groundwire config show [SERVICE]   the settings each service gets from `up` (secrets masked)
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
 groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
 groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/chat)
+groundwire eval grounding --dataset DIR   citation verifiers on SciFact-layout claims
 groundwire load report             load test a local cluster: per-stage p50/p95 (a checkout)
 
 Models, the store and logs live in GROUNDWIRE_HOME (default: the checkout's var/, or
@@ -32,11 +37,16 @@ import httpx
 from groundwire_cli import config as config_cli
 from groundwire_cli import demo as demo_cli
 from groundwire_cli import evaluation, golden, lifecycle
+from groundwire_cli import jobs as jobs_cli
+from groundwire_cli import keys as keys_cli
+from groundwire_cli import mcp as mcp_cli
 from groundwire_cli import sources as sources_cli
+from groundwire_cli import sync as sync_cli
 from groundwire_cli.chat import ChatProtocolError, ChatRequestError, ask
 from groundwire_cli.child_settings import user_environment
-from groundwire_cli.cluster import ClusterError, LocalCluster
+from groundwire_cli.cluster import ClusterError, LocalCluster, use_service_token
 from groundwire_cli.evaluation import command as evaluate
+from groundwire_cli.evaluation import grounding
 from groundwire_cli.ingest import SUFFIXES, default_root, find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
@@ -366,11 +376,15 @@ def build_parser() -> argparse.ArgumentParser:
     sources = sub.add_parser("sources", help="list the sources a collection holds")
     sources_cli.add_arguments(sources)
     sources.set_defaults(func=sources_cli.run_command)
+    sync_cli.add_parser(sub)
+    jobs_cli.add_parser(sub)
+    mcp_cli.add_parser(sub)
+    keys_cli.add_parser(sub)
 
     models = sub.add_parser("models", help="build model folders")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     build = models_sub.add_parser("build", help="export a model profile to ONNX")
-    build.add_argument("profile", help="minilm, bge-m3, bge-reranker-v2-m3, cross-encoder")
+    build.add_argument("profile", help="minilm, bge-m3, bge-reranker-v2-m3, cross-encoder, nli")
     build.add_argument("--out", type=Path, default=None, help="default: var/models/PROFILE")
     build.add_argument("--int8", action="store_true", help="quantize to int8 (MatMul, per channel)")
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
@@ -394,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     golden.add_arguments(answers)
     answers.set_defaults(func=golden.run_command)
+    grounding.add_parser(evals_sub)
     load = sub.add_parser("load", help="load tests against a local cluster")
     load_sub = load.add_subparsers(dest="load_command", required=True)
     # prefix_chars="+": every option (--help included) goes to benchmarks/load_report.py
@@ -418,6 +433,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `up` installs its own handler
+    use_service_token()  # direct gRPC calls (ingest, sources…) pass the services' check
     try:
         if getattr(args, "resolve_paths", False):
             _resolve_paths(args)

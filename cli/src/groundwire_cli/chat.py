@@ -75,6 +75,8 @@ class Source:
     url: str
     score: float
     injection_flagged: bool
+    text: str = ""
+    """The chunk's text, as the answer's excerpt (the citations' source spans index it)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,12 @@ class Citation:
     number: int
     sentence: str
     status: str
-    """supported, unsupported or unchecked."""
+    """supported, unsupported, contradicted or unchecked."""
     support: float
+    answer_span: tuple[int, int] | None = None
+    """[start, end) of the sentence in the final answer; None when the server sent none."""
+    source_span: tuple[int, int] | None = None
+    """[start, end) of its best support in the cited source's text; None when none."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,8 @@ class ChatOutcome:
             self.cited = [_source(s) for s in payload["sources"]]
             self.citations = [
                 Citation(int(c["number"]), str(c["sentence"]), str(c["status"]),
-                         float(c["support"]))
+                         float(c["support"]), _span(c.get("answer_span")),
+                         _span(c.get("source_span")))
                 for c in payload["citations"]
             ]
         elif name == "stages":
@@ -214,7 +221,16 @@ def _source(raw: Mapping[str, Any]) -> Source:
         str(raw.get("url", "")),
         float(raw.get("score", 0.0)),
         bool(raw.get("injection_flagged", False)),
+        str(raw.get("text", "")),
     )
+
+
+def _span(raw: Any) -> tuple[int, int] | None:
+    """A ``[start, end)`` pair from the citations event (None when absent)."""
+    if raw is None:
+        return None
+    start, end = raw
+    return int(start), int(end)
 
 
 def ask(

@@ -42,6 +42,7 @@ from groundwire_core.errors import InvalidInput
 
 SERVICES = ("embedder", "reranker", "retriever", "orchestrator", "gateway")
 COMMON = "common"
+SYNC_TABLE = "sync"
 CONFIG_NAME = "groundwire.toml"
 _PATH_SUFFIXES = ("_dir", "_path", "_file")
 """Settings whose relative values in the file are taken from the file's folder."""
@@ -133,6 +134,8 @@ def load_file(path: Path | None) -> FileSettings:
         raise InvalidInput(f"{path} is not valid TOML: {error}") from None
     tables: dict[str, dict[str, str]] = {}
     for table, values in data.items():
+        if table == SYNC_TABLE:  # `groundwire sync`'s source definitions: cli sync.py reads them
+            continue
         if table not in (COMMON, *SERVICES) or not isinstance(values, dict):
             raise InvalidInput(
                 f"{path}: unknown table or top-level key {table!r}; the file has one table "

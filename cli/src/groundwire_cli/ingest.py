@@ -1,20 +1,37 @@
-"""Client side of ingestion: read files, stream them to the retriever, show progress."""
+"""Client side of ingestion: read files, send them to the retriever as ingest jobs
+(a batch each), follow each job and show its progress."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import grpc
+
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_cli.progress import progress
-from groundwire_core.errors import InvalidInput
+from groundwire_core.errors import BackendFailure, InvalidInput
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
-SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf")
+# The retriever's parsers read these (its ingest.parsers maps each to a format).
+SUFFIXES = (
+    ".md",
+    ".markdown",
+    ".txt",
+    ".html",
+    ".htm",
+    ".pdf",
+    ".rst",
+    ".docx",
+    ".pptx",
+    ".ipynb",
+    ".epub",
+)
 BATCH_FILES = 32
 BATCH_BYTES = 16 * 1024 * 1024  # well under the 64 MiB gRPC message limit
 FULL_REINDEX_BYTES = 60 * 1024 * 1024
@@ -90,6 +107,39 @@ def find_documents(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
+async def run_job(
+    stub: retriever_pb2_grpc.RetrieverServiceStub,
+    request: retriever_pb2.StartJobRequest,
+    *,
+    on_progress: Callable[[retriever_pb2.IngestProgress], None] | None = None,
+    timeout_s: float | None = 600.0,
+) -> retriever_pb2.Job:
+    """Starts a job and follows it (WatchJob) to its end, calling ``on_progress`` each
+    time more documents are done; the finished job. When this task is cancelled
+    (Ctrl-C) the job is cancelled too: it stops before its next document. Raises
+    BackendFailure for a job that failed or was cancelled elsewhere."""
+    with rpc_errors("retriever"):
+        job: retriever_pb2.Job = await stub.StartJob(request, timeout=timeout_s)
+    done = 0
+    try:
+        with rpc_errors("retriever"):
+            async for update in stub.WatchJob(retriever_pb2.GetJobRequest(id=job.id)):
+                job = update
+                if job.counts.done > done and on_progress is not None:
+                    on_progress(
+                        retriever_pb2.IngestProgress(done=job.counts.done, total=job.counts.total)
+                    )
+                done = job.counts.done
+    except asyncio.CancelledError:
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await stub.CancelJob(retriever_pb2.CancelJobRequest(id=job.id), timeout=5.0)
+        raise
+    if job.state != retriever_pb2.JOB_STATE_SUCCEEDED:
+        state = retriever_pb2.JobState.Name(job.state).removeprefix("JOB_STATE_").lower()
+        raise BackendFailure(f"job {job.id} {state}: {job.error}", dependency="retriever")
+    return job
+
+
 async def ingest_files(
     retriever_addr: str,
     collection: str,
@@ -126,6 +176,12 @@ async def ingest_files(
         batches = _batches(files)
     ingested = updated = unchanged = chunks = 0
     skipped: list[tuple[str, str]] = []
+    finished = 0  # documents of the batches before this one
+
+    def tick(batch: retriever_pb2.IngestProgress) -> None:
+        if on_progress is not None:  # done and total over all the files
+            on_progress(retriever_pb2.IngestProgress(done=finished + batch.done, total=len(files)))
+
     channel = create_channel(retriever_addr)
     try:
         stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
@@ -139,27 +195,24 @@ async def ingest_files(
                 )
                 for f in batch
             ]
-            request = retriever_pb2.IngestRequest(
-                collection=collection,
-                documents=docs,
-                create_collection=True,
-                full_reindex=full_reindex,
+            job = await run_job(
+                stub,
+                retriever_pb2.StartJobRequest(
+                    collection=collection,
+                    ingest=retriever_pb2.IngestJob(
+                        documents=docs, create_collection=True, full_reindex=full_reindex
+                    ),
+                ),
+                on_progress=tick,
+                timeout_s=timeout_s,
             )
-            with rpc_errors("retriever"):
-                async for event in stub.Ingest(request, timeout=timeout_s):
-                    if event.HasField("progress") and on_progress is not None:
-                        on_progress(event.progress)
-                    if event.HasField("report"):
-                        r = event.report
-                        ingested += r.ingested
-                        updated += r.updated
-                        unchanged += r.unchanged
-                        chunks += r.chunks_written
-                        skipped.extend(
-                            (d.source_id, d.reason)
-                            for d in r.documents
-                            if d.status == retriever_pb2.DOCUMENT_STATUS_SKIPPED
-                        )
+            c = job.counts
+            finished += c.total
+            ingested += c.ingested
+            updated += c.updated
+            unchanged += c.unchanged
+            chunks += c.chunks_written
+            skipped.extend((d.source_id, d.error) for d in job.documents if d.outcome == "skipped")
     finally:
         await channel.close()
     return IngestTotals(ingested, unchanged, skipped, chunks, updated)
@@ -185,7 +238,7 @@ def ingest_with_progress(
                 files,
                 root=root,
                 url_prefix=url_prefix,
-                on_progress=lambda _: bar.update(1),
+                on_progress=lambda p: bar.update(p.done - bar.n),
                 full_reindex=full_reindex,
             )
         )

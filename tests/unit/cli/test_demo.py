@@ -34,8 +34,7 @@ def _outcome(mode: str, statuses: list[str]) -> ChatOutcome:
             {
                 "sources": [SOURCE.model_dump()] if statuses else [],
                 "citations": [
-                    {"number": 1, "sentence": answer, "status": s, "support": 0.3}
-                    for s in statuses
+                    {"number": 1, "sentence": answer, "status": s, "support": 0.3} for s in statuses
                 ],
             }
         ),
@@ -85,8 +84,9 @@ def test_a_failed_chat_fails_the_demo() -> None:
 def test_the_answer_is_printed_with_mode_citations_sources_and_fallbacks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    print_answer("how do I stop one user from flooding the API", _outcome("extractive",
-                                                                          ["supported"]))
+    print_answer(
+        "how do I stop one user from flooding the API", _outcome("extractive", ["supported"])
+    )
     out = capsys.readouterr().out
     assert "mode: EXTRACTIVE" in out
     assert "rejected with HTTP 429 [1]." in out

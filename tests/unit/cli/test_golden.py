@@ -22,8 +22,13 @@ def test_a_minimal_set_loads_with_its_defaults() -> None:
     )
     assert g.name == "mine" and g.collection is None
     [c] = g.cases
-    assert (c.id, c.question, c.cites, c.llm_only, c.max_agent_steps) == ("a", "q?", ["x.md"],
-                                                                            False, 0)
+    assert (c.id, c.question, c.cites, c.llm_only, c.max_agent_steps) == (
+        "a",
+        "q?",
+        ["x.md"],
+        False,
+        0,
+    )
     assert c.required_share is None and c.expected() == {"cites": ["x.md"]}
 
 
@@ -39,8 +44,7 @@ def test_min_supported_true_means_every_citation() -> None:
 
 def test_top_level_x_keys_hold_anchors_and_are_ignored() -> None:
     g = parse_golden(
-        "x-words: &words [alpha, beta]\n"
-        "cases:\n  - {id: a, question: q, forbids: *words}\n"
+        "x-words: &words [alpha, beta]\ncases:\n  - {id: a, question: q, forbids: *words}\n"
     )
     assert g.cases[0].forbids == ["alpha", "beta"]
 
@@ -121,21 +125,25 @@ def test_a_gateway_that_does_not_answer_stops_the_run_before_any_report(
 def test_the_committed_set_loads_and_cites_only_real_sources() -> None:
     g = load_golden(COMMITTED)
     assert g.name == "sample-corpus" and g.collection == "docs"
-    assert 12 <= len(g.cases) <= 16
+    assert 18 <= len(g.cases) <= 30
     corpus = {p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*.md")}
-    cited = {s for c in g.cases for s in (c.cites or ())}
+    cited = {s for c in g.cases for s in (*(c.cites or ()), *(c.cites_any or ()))}
     assert cited and cited <= corpus, cited - corpus
 
 
 def test_the_committed_set_has_every_kind_of_case() -> None:
     cases = load_golden(COMMITTED).cases
     in_scope = [c for c in cases if c.cites and not c.llm_only]
-    refusals = [c for c in cases if c.refuses]
+    refusals = [c for c in cases if c.refuses or c.declines]
     assert len(in_scope) >= 6
-    assert all(c.required_share == 1.0 for c in in_scope)
-    # out-of-scope and bait cases carry forbids: the check every answer mode can judge
-    assert len(refusals) >= 3 and all(c.forbids for c in refusals)
+    assert all(c.required_share == 1.0 or c.no_unsupported for c in in_scope)
+    # out-of-scope and bait cases carry forbids as well as the decline
+    assert len(refusals) >= 7 and all(c.forbids for c in refusals)
+    assert all(c.declines for c in refusals), "judged offline too, not n/a"
     assert any("$" in (c.forbids or ()) for c in refusals)  # hallucination bait on prices
+    # answers must state what was asked, and some answers are code
+    assert sum(bool(c.contains) for c in in_scope) >= 6
+    assert sum(c.id.startswith("code-") and bool(c.contains) for c in cases) >= 3
     injection = [c for c in cases if c.flags_injection]
     assert injection and "security.md" in (injection[0].cites or ())
     assert any(c.uses_tool and c.max_agent_steps for c in cases)

@@ -110,8 +110,10 @@ def chat_stream(
         events += [models.DeltaEvent(text="thinking…"), models.ResetEvent(reason="tool call")]
     events.append(models.DeltaEvent(text=answer))
     extractive = mode == "extractive" or (answer_details or {}).get("mode") == "extractive"
-    details = answer_details if answer_details is not None else (
-        {"mode": "extractive"} if extractive else {"provider": "fake", "steps": "0"}
+    details = (
+        answer_details
+        if answer_details is not None
+        else ({"mode": "extractive"} if extractive else {"provider": "fake", "steps": "0"})
     )
     events += [
         models.CitationsEvent(
@@ -190,7 +192,7 @@ def test_a_stream_without_done_or_error_is_a_protocol_error() -> None:
 
 def test_a_payload_that_is_not_the_gateways_is_a_protocol_error() -> None:
     with pytest.raises(ChatProtocolError, match="'retrieval'"):
-        outcome_of("event: retrieval\ndata: {\"nope\": 1}\n\n")
+        outcome_of('event: retrieval\ndata: {"nope": 1}\n\n')
     with pytest.raises(ChatProtocolError, match="'delta'"):
         outcome_of("event: delta\ndata: not json\n\n")
 
@@ -210,9 +212,17 @@ def test_tools_used_reads_the_answer_stage_trace() -> None:
 # ------------------------------------------------------------------------- the checks
 
 
-def test_cites_passes_when_one_expected_source_is_cited() -> None:
+def test_cites_needs_every_expected_source_and_cites_any_one_of_them() -> None:
     results = evaluate_case(case(cites=["nope.md", "rate-limits.md"]), outcome_of(EXTRACTIVE_OK))
+    assert results == [
+        CheckResult("cites", "fail", "nope.md not cited; the answer cites rate-limits.md")
+    ]
+    results = evaluate_case(case(cites=["rate-limits.md"]), outcome_of(EXTRACTIVE_OK))
     assert results == [CheckResult("cites", "pass", "cites rate-limits.md")]
+    results = evaluate_case(
+        case(cites_any=["nope.md", "rate-limits.md"]), outcome_of(EXTRACTIVE_OK)
+    )
+    assert results == [CheckResult("cites_any", "pass", "cites rate-limits.md")]
 
 
 def test_cites_fails_naming_what_was_cited_instead() -> None:
@@ -268,8 +278,13 @@ def test_uses_tool_passes_fails_and_is_not_applicable_without_an_agent() -> None
 
 
 def test_forbids_is_case_insensitive_and_names_what_it_found() -> None:
-    priced = outcome_of(chat_stream(answer="The Enterprise plan costs $99 per Month [1].",
-                                     cited=[1], citations=[citation(1)]))
+    priced = outcome_of(
+        chat_stream(
+            answer="The Enterprise plan costs $99 per Month [1].",
+            cited=[1],
+            citations=[citation(1)],
+        )
+    )
     [result] = evaluate_case(case(forbids=["$", "per month", "free"]), priced)
     assert result.status == "fail"
     assert "'$'" in result.reason and "'per month'" in result.reason and "free" not in result.reason
