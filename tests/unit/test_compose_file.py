@@ -38,6 +38,10 @@ GRPC_PORTS = {"embedder": 50051, "reranker": 50052, "retriever": 50053, "orchest
 GROUNDWIRE_SERVICES = (*GRPC_PORTS, "gateway")
 
 
+# Settings every Groundwire service reads under one name, without its prefix.
+SHARED_KEYS = frozenset({"GROUNDWIRE_SERVICE_TOKEN"})
+
+
 def env_prefix(service: str) -> str:
     return f"GROUNDWIRE_{service.upper()}_"
 
@@ -194,7 +198,9 @@ def test_every_groundwire_service_is_present(compose: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", GROUNDWIRE_SERVICES)
 def test_a_service_only_sets_its_own_prefix(compose: dict[str, Any], name: str) -> None:
     keys = env_keys(compose["services"][name])
-    foreign = [key for key in keys if not key.startswith(env_prefix(name))]
+    foreign = [
+        key for key in keys if not key.startswith(env_prefix(name)) and key not in SHARED_KEYS
+    ]
     assert not foreign, f"{name} sets keys outside {env_prefix(name)}: {foreign}"
 
 
@@ -299,6 +305,24 @@ def test_the_documented_env_sets_the_admin_key_the_gateway_accepts(
     # A placeholder the user is told to change, not a key that looks real.
     assert all("change-me" in key for _, key in pairs)
     assert "CHANGE THIS VALUE" in ENV_EXAMPLE.read_text(encoding="utf-8")
+
+
+def test_every_service_gets_the_service_token_from_the_dotenv(
+    raw_compose: dict[str, Any], compose: dict[str, Any], dotenv: dict[str, str]
+) -> None:
+    """#24: all five services share one token (required: compose stops without it),
+    and each one's settings read it."""
+    from groundwire_core.settings import ServiceSettings
+
+    for name in GROUNDWIRE_SERVICES:
+        raw = raw_compose["services"][name]["environment"]["GROUNDWIRE_SERVICE_TOKEN"]
+        assert raw.startswith("${GROUNDWIRE_SERVICE_TOKEN:?"), name
+        value = compose["services"][name]["environment"]["GROUNDWIRE_SERVICE_TOKEN"]
+        assert value == dotenv["GROUNDWIRE_SERVICE_TOKEN"] and "change-me" in value
+    token = ServiceSettings(GROUNDWIRE_SERVICE_TOKEN=dotenv["GROUNDWIRE_SERVICE_TOKEN"])
+    assert token.service_token is not None
+    with pytest.raises(MissingVariable, match="GROUNDWIRE_SERVICE_TOKEN"):
+        interpolated(raw_compose, {k: v for k, v in dotenv.items() if "SERVICE_TOKEN" not in k})
 
 
 def test_without_a_dotenv_compose_stops_and_says_what_to_do(raw_compose: dict[str, Any]) -> None:
@@ -432,7 +456,7 @@ def test_compose_settings_are_the_services_settings(compose: dict[str, Any]) -> 
     }
     for name, cls in classes.items():
         prefix = cls.model_config["env_prefix"]
-        known = {f"{prefix}{field}".upper() for field in cls.model_fields}
+        known = {f"{prefix}{field}".upper() for field in cls.model_fields} | SHARED_KEYS
         keys = set(compose["services"][name].get("environment", {}))
         assert keys, name
         assert keys <= known, f"{name}: keys no setting reads: {sorted(keys - known)}"

@@ -33,9 +33,14 @@ SETTINGS = {
 }
 
 
+# Read by every service under one name, without its prefix (see ServiceSettings).
+SHARED_ENV = {"GROUNDWIRE_SERVICE_TOKEN"}
+
+
 def _env_names(cls: type) -> set[str]:
     prefix = cls.model_config["env_prefix"]  # type: ignore[attr-defined]
-    return {f"{prefix}{name}".upper() for name in cls.model_fields}  # type: ignore[attr-defined]
+    own = {f"{prefix}{name}".upper() for name in cls.model_fields}  # type: ignore[attr-defined]
+    return own | SHARED_ENV
 
 
 def _kustomize(directory: Path) -> list[dict[str, Any]]:
@@ -160,10 +165,12 @@ def test_network_policies_isolate_the_stores(prod: list[dict[str, Any]]) -> None
     allowed: dict[str, set[str] | None] = {}
     for p in policies:
         target = p["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/name")
-        if target:
-            allowed[target] = _ingress_sources(p)
+        if target:  # policies add up: a pod admits what any policy on it allows
+            sources, before = _ingress_sources(p), allowed.get(target, set())
+            allowed[target] = None if sources is None or before is None else before | sources
     assert allowed["gateway"] is None, "only the gateway is reachable from outside"
-    assert allowed["qdrant"] == {"retriever"}
+    # and the Qdrant cluster's nodes each other (p2p port; the qdrant-cluster component)
+    assert allowed["qdrant"] == {"retriever", "qdrant"}
     assert allowed["redis"] == {"gateway"}
     assert allowed["orchestrator"] == {"gateway"}
     for name in ("embedder", "reranker", "retriever", "orchestrator", "qdrant", "redis"):
@@ -240,7 +247,21 @@ def _secret_env_names(cls: type) -> set[str]:
         f"{prefix}{name}".upper()
         for name, info in cls.model_fields.items()  # type: ignore[attr-defined]
         if "SecretStr" in str(info.annotation)
-    }
+    } | SHARED_ENV
+
+
+def test_every_service_gets_the_service_token_from_one_required_secret(
+    rendered: list[dict[str, Any]],
+) -> None:
+    """#24: all five services carry the same token, from a Secret (not optional: a
+    pod without it would serve any caller that reaches its port)."""
+    deployments = _by_kind(rendered, "Deployment")
+    for service in SETTINGS:
+        container = deployments[service]["spec"]["template"]["spec"]["containers"][0]
+        refs = {e["name"]: e.get("valueFrom", {}) for e in container.get("env", [])}
+        assert refs["GROUNDWIRE_SERVICE_TOKEN"] == {
+            "secretKeyRef": {"name": "groundwire-service-token", "key": "token"}
+        }, service
 
 
 def test_secrets_come_from_secrets_only(public: list[dict[str, Any]]) -> None:
