@@ -16,6 +16,11 @@ What it does, in one run on one machine:
    (``benchmarks/locustfile.py``, ``--duration-s`` per step), reads the summary its
    locustfile writes (locust's stats when it quit, and counters), and checks that no
    service died;
+   With ``--gateways N --orchestrators M`` the stack is a multi-process topology (the
+   extra replicas run beside the cluster's one of each; ``loadrun/topology.py``), and
+   with ``--per-type`` each step runs once with searches only and once with chats only,
+   so the report carries requests/s per core of each type and its saturation point
+   (``loadrun/capacity.py``: also the CPU seconds every service process spent);
 5. optionally (``--throughput``) measures the per-replica throughput of the embedder
    (texts/s at batch 32 through gRPC) and of the reranker (pairs/s) of that cluster;
 6. writes ``benchmarks/results/load-<date>.json`` (per step: per-stage p50/p95 from the
@@ -26,6 +31,8 @@ What it does, in one run on one machine:
     python benchmarks/load_report.py --users 32 --duration-s 60 --throughput
     python benchmarks/load_report.py --users 4 --duration-s 10 --out /tmp/load  # a smoke run
     python benchmarks/load_report.py --throughput-only     # only step 5, on the model services
+    python benchmarks/load_report.py --gateways 2 --orchestrators 2 --per-type \\
+        --users 1,8,32,64 --duration-s 20               # capacity across processes
 
 Exit status: 0 when every step ran with no 5xx, no failed request and none cut off by
 ``--stop-timeout``; 1 otherwise (the report is written either way); 2 when the cluster
@@ -138,6 +145,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=4,
         help="concurrent gRPC callers saturating one replica",
     )
+    parser.add_argument(
+        "--gateways",
+        type=int,
+        default=1,
+        help="gateway processes; locust users are dealt to them in turn",
+    )
+    parser.add_argument(
+        "--orchestrators",
+        type=int,
+        default=1,
+        help="orchestrator processes; every gateway round-robins across them",
+    )
+    parser.add_argument(
+        "--per-type",
+        action="store_true",
+        help="capacity per request type: sweep searches only, then chats only (not the "
+        "mix), and report requests/s per core and the saturation point of each",
+    )
     parser.add_argument("--cooldown-s", type=float, default=5.0, help="pause between steps")
     parser.add_argument(
         "--stop-timeout-s",
@@ -181,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         or not (args.search_weight or args.chat_weight)
     ):
         parser.error("the mix needs a positive --search-weight or --chat-weight")
+    if not (1 <= args.gateways <= 8 and 1 <= args.orchestrators <= 8):
+        parser.error("--gateways and --orchestrators: 1..8 each")
     if args.duration_s <= 0 or args.duration_s > 3600:
         parser.error("--duration-s: more than 0, at most 3600")
     return throughput_only(args) if args.throughput_only else sweep(args)

@@ -36,6 +36,9 @@ Settings (environment variables):
     chat ``listwise_rerank``).
 ``GW_LOAD_QUESTIONS`` (unset: the built-in questions about ``samples/corpus``)
     a text file, one question a line (``#`` comments).
+``GW_LOAD_HOSTS`` (unset: locust's ``--host``)
+    several gateways, comma-separated: users are dealt to them round-robin and each
+    keeps its gateway (the load report's multi-process topology).
 ``GW_LOAD_SUMMARY_FILE`` (unset: none)
     where to write, when locust quits, every stats entry (count, failures, p50/p95/p99,
     requests/s) and error, and the counters locust does not carry: HTTP status codes per
@@ -44,6 +47,7 @@ Settings (environment variables):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -60,6 +64,8 @@ WAIT_S = float(os.environ.get("GW_LOAD_WAIT_S", "0"))
 COLLECTION = os.environ.get("GW_LOAD_COLLECTION") or None
 LISTWISE_SHARE = float(os.environ.get("GW_LOAD_LISTWISE_SHARE", "0"))
 SUMMARY_FILE = os.environ.get("GW_LOAD_SUMMARY_FILE") or None
+HOSTS = tuple(h.strip() for h in os.environ.get("GW_LOAD_HOSTS", "").split(",") if h.strip())
+_DEALT = itertools.count()  # users dealt to HOSTS in turn
 
 # Questions about samples/corpus (the documents the load report ingests).
 BUILT_IN_QUESTIONS = (
@@ -143,6 +149,11 @@ class GatewayUser(FastHttpUser):
     wait_time = between(0, WAIT_S) if WAIT_S > 0 else constant(0)
     network_timeout = 180.0
     connection_timeout = 10.0
+
+    def __init__(self, environment: Any) -> None:
+        if HOSTS:  # before the client is built on self.host
+            self.host = HOSTS[next(_DEALT) % len(HOSTS)]
+        super().__init__(environment)
 
     def _report_stages(self, stages: list[dict[str, Any]]) -> None:
         fire = self.environment.events.request.fire

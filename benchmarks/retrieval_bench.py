@@ -27,7 +27,8 @@ reading can have.
     python benchmarks/retrieval_bench.py            # 10k and 100k chunks
     python benchmarks/retrieval_bench.py --quick    # 10k only
 
-Writes ``benchmarks/results/retrieval.json`` and prints a table.
+Writes ``benchmarks/results/retrieval.json`` and prints a table. ``--acl`` measures
+the per-document access filter instead (``acl_bench.py``).
 """
 
 from __future__ import annotations
@@ -418,7 +419,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "retrieval.json")
+    parser.add_argument(
+        "--acl",
+        action="store_true",
+        help="measure the per-document access filter's cost instead (acl_bench.py; 10k)",
+    )
     args = parser.parse_args(argv)
+    if args.acl:
+        import acl_bench  # a sibling script, like service_process
+
+        return acl_bench.main(args)
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     else:

@@ -65,10 +65,12 @@ def run_locust(
     work_dir: Path,
     env: dict[str, str],
     stop_timeout_s: float,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """One headless locust run (its own process); the step's figures."""
-    prefix = work_dir / f"u{users}"
-    summary_path = work_dir / f"u{users}-summary.json"
+    """One headless locust run (its own process); the step's figures. ``name`` (default
+    ``u<users>``) names its files in ``work_dir``."""
+    prefix = work_dir / (name or f"u{users}")
+    summary_path = work_dir / f"{name or f'u{users}'}-summary.json"
     step_env = {**os.environ, **env, "GW_LOAD_SUMMARY_FILE": str(summary_path)}
     command = [
         sys.executable,

@@ -18,12 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loadrun.capacity import format_capacity, sample, step_cpu, summarize, write_capacity_chart
 from loadrun.fake_llm import start_fake_llm
 from loadrun.inputs import CORPUS, build_tiny_reranker, ensure_minilm
 from loadrun.locust_step import run_locust
 from loadrun.machine import locust_version, machine
 from loadrun.report import STAGE_ORDER, format_table, format_throughput, write_chart
 from loadrun.throughput import measure_throughput
+from loadrun.topology import Topology
 from loadrun.warm_up import warm_up
 
 COLLECTION = "docs"
@@ -92,6 +94,11 @@ def sweep(args: argparse.Namespace) -> int:
         env["GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL"] = fake.url
         env.update(args.settings)
         cluster = LocalCluster.with_free_ports(run_dir, model_dir, run_dir / "qdrant", env)
+        topology = Topology.with_free_ports(args.gateways, args.orchestrators, cluster)
+        cluster.extra_env = {**cluster.extra_env, **topology.cluster_env()}
+        # one sweep of the mix, or (--per-type) one of searches only and one of chats only
+        kinds = ["search", "chat"] if args.per_type else ["mix"]
+        plan = [(kind, users) for kind in kinds for users in args.users]
         steps: list[dict[str, Any]] = []
         throughput: dict[str, Any] | None = None
         files: list[Path] = []
@@ -103,6 +110,8 @@ def sweep(args: argparse.Namespace) -> int:
                 print(f"starting the cluster; logs in {run_dir / 'logs'}", flush=True)
                 cluster.start()
                 cluster.wait_ready(timeout_s=180)
+                topology.start(cluster)
+                topology.wait_ready(timeout_s=180)
                 files = find_documents([CORPUS])[: args.max_documents]
                 t0 = time.perf_counter()
                 totals = asyncio.run(
@@ -115,26 +124,39 @@ def sweep(args: argparse.Namespace) -> int:
                     f"in {ingest_s:.1f} s",
                     flush=True,
                 )
-                warm = warm_up(httpx, cluster.gateway_url)
+                for url in topology.gateway_urls:  # every gateway and, through them, orchestrator
+                    warm = warm_up(httpx, url)
                 print(
                     f"warm-up: search {warm['search_ms']:.0f} ms, chat {warm['chat_ms']:.0f} ms "
                     f"({warm['chat_mode']})",
                     flush=True,
                 )
-                locust_env = {
-                    "GW_LOAD_SEARCH_WEIGHT": str(args.search_weight),
-                    "GW_LOAD_CHAT_WEIGHT": str(args.chat_weight),
-                    "GW_LOAD_WAIT_S": str(args.wait_s),
-                    "GW_LOAD_LISTWISE_SHARE": str(args.listwise_share),
-                    "GW_LOAD_COLLECTION": COLLECTION,
+                pids = {
+                    **{n: c.process.pid for n, c in cluster.children.items() if c.process},
+                    **topology.pids(),
                 }
-                for i, users in enumerate(args.users):
+                for i, (kind, users) in enumerate(plan):
                     if i:
                         time.sleep(args.cooldown_s)
                     print(
-                        f"step {i + 1}/{len(args.users)}: {users} users for {args.duration_s:g} s",
+                        f"step {i + 1}/{len(plan)}: {kind}, {users} users "
+                        f"for {args.duration_s:g} s",
                         flush=True,
                     )
+                    weights = {
+                        "mix": (args.search_weight, args.chat_weight),
+                        "search": (1, 0),
+                        "chat": (0, 1),
+                    }[kind]
+                    locust_env = {
+                        "GW_LOAD_SEARCH_WEIGHT": str(weights[0]),
+                        "GW_LOAD_CHAT_WEIGHT": str(weights[1]),
+                        "GW_LOAD_WAIT_S": str(args.wait_s),
+                        "GW_LOAD_LISTWISE_SHARE": str(args.listwise_share),
+                        "GW_LOAD_COLLECTION": COLLECTION,
+                        "GW_LOAD_HOSTS": ",".join(topology.gateway_urls),
+                    }
+                    before = sample(pids)
                     step = run_locust(
                         cluster.gateway_url,
                         users,
@@ -142,23 +164,28 @@ def sweep(args: argparse.Namespace) -> int:
                         run_dir,
                         locust_env,
                         args.stop_timeout_s,
+                        name=f"{kind}-u{users}",
                     )
-                    crashed = cluster.crashed()
+                    step = {"kind": kind, **step}
+                    step["requests_per_s_per_core"] = round(
+                        step["requests_per_s"] / machine_at_start["cores"], 3
+                    )
+                    step["cpu"] = step_cpu(before, sample(pids), step["requests"])
+                    crashed = cluster.crashed() + topology.crashed()
                     step["crashed_services"] = [n for n, _ in crashed]
                     steps.append(step)
                     print(
-                        f"  {step['requests']} requests, {step['requests_per_s']:.1f}/s, "
+                        f"  {step['requests']} requests, {step['requests_per_s']:.1f}/s "
+                        f"({step['requests_per_s_per_core']:.2f}/s per core, "
+                        f"{step['cpu']['requests_per_cpu_s']} per stack CPU-second), "
                         f"{step['failures']} failed, {step['http_5xx']} 5xx, "
                         f"{step['cut_at_stop']} cut at stop",
                         flush=True,
                     )
                     if crashed:
                         for n, code in crashed:
-                            print(
-                                f"error: {n} exited with code {code}:\n"
-                                f"{cluster.children[n].log_tail()}",
-                                file=sys.stderr,
-                            )
+                            tail = cluster.children[n].log_tail() if n in cluster.children else ""
+                            print(f"error: {n} exited with code {code}:\n{tail}", file=sys.stderr)
                         break
                 if args.throughput and not cluster.crashed():
                     print("measuring per-replica throughput of the model services", flush=True)
@@ -170,6 +197,7 @@ def sweep(args: argparse.Namespace) -> int:
                             args.throughput_clients,
                         )
                     )
+                topology.stop()
         except (
             ClusterError,
             GroundwireError,
@@ -181,6 +209,7 @@ def sweep(args: argparse.Namespace) -> int:
             if not steps:
                 return 2
         finally:
+            topology.stop()  # no-op when already stopped; before the cluster's own exit
             fake.stop()
 
     report: dict[str, Any] = {
@@ -191,8 +220,10 @@ def sweep(args: argparse.Namespace) -> int:
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         },
         "note": args.note,
+        "topology": topology.describe(),
         "config": {
             "users": args.users,
+            "per_type": args.per_type,
             "duration_s": args.duration_s,
             "mix": {"search": args.search_weight, "chat": args.chat_weight},
             "wait_s": args.wait_s,
@@ -217,12 +248,15 @@ def sweep(args: argparse.Namespace) -> int:
         "steps": steps,
     }
     report["machine"]["locust"] = locust_version()
+    if args.per_type:
+        report["capacity"] = summarize(steps, kinds)
     if throughput is not None:
         report["throughput"] = throughput
     json_path = args.out / f"{name}.json"
     json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if not args.no_chart and steps:
-        write_chart(report, args.out / f"{name}.png")
+        chart = write_capacity_chart if args.per_type else write_chart
+        chart(report, args.out / f"{name}.png")
     print()
     m = report["machine"]
     print(
@@ -230,11 +264,13 @@ def sweep(args: argparse.Namespace) -> int:
         f"start {m['load_average_at_start'][0]}, at end {m['load_average_at_end'][0]}"
     )
     print(format_table(report))
+    print()
+    print(format_capacity(report))
     if throughput:
         print()
         print(format_throughput(throughput))
     print(f"\nreport: {json_path}" + ("" if args.no_chart else f" and {name}.png"))
-    clean = len(steps) == len(args.users) and all(
+    clean = len(steps) == len(plan) and all(
         s["failures"] == 0
         and s["http_5xx"] == 0
         and s["cut_at_stop"] == 0
