@@ -35,7 +35,7 @@ system-deps:
 
 lint: setup
 	$(VENV)/ruff check .
-	$(VENV)/mypy libs/core/src/groundwire_core services/*/src cli/src
+	$(VENV)/mypy libs/core/src/groundwire_core services/*/src cli/src clients/python/src
 
 test: system-deps lint
 	$(VENV)/pytest

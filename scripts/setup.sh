@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3}"
 stamp=.venv/.groundwire-installed
-inputs=(constraints.txt requirements-dev.txt libs/core/pyproject.toml cli/pyproject.toml services/*/pyproject.toml)
+inputs=(constraints.txt requirements-dev.txt libs/core/pyproject.toml cli/pyproject.toml services/*/pyproject.toml clients/*/pyproject.toml)
 
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.fakes.llm_server import RecordedRequest, Reply
+from tests.fakes.llm_server import RecordedRequest, Reply, judge_reply
 
 T = TypeVar("T")
 
@@ -27,6 +27,12 @@ def role_reply(request: RecordedRequest) -> Reply:
     with the query unchanged, so retrieval matches a run without an LLM; the strong
     model answers in one sentence citing excerpt [1]."""
     body = request.body
+    system = body.get("system", "")
+    system = system if isinstance(system, str) else " ".join(p.get("text", "") for p in system)
+    if "You check claims against the passages" in system:  # the citation judge
+        last = body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last)
+        return Reply(text=judge_reply(text))
     if body.get("model") == FAST_MODEL:
         last = body["messages"][-1]["content"]
         text = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last)

@@ -53,6 +53,9 @@ def setup(
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL": fake.url,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_FAST_MODEL": FAST,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG,
+            # today's streaming (verify-before-show holds text: tested on its own)
+            "GROUNDWIRE_ORCHESTRATOR_VERIFY_BEFORE_SHOW": "off",
+            "GROUNDWIRE_ORCHESTRATOR_CITATION_VERIFIERS": "similarity",
         },
     )
     try:

@@ -117,6 +117,7 @@ async def _upload(
         files=[("files", (name, data, "text/html")) for name, data in files.items()],
         data={"create_collection": "true" if create else "false"},
         headers=ADMIN,
+        params={"wait": "true"},  # the report, not a job to follow
     )
     assert response.status_code == 200, response.text
     report: dict[str, Any] = response.json()
@@ -161,8 +162,9 @@ async def test_sources_keep_their_ids_and_every_citation_opens(
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
     await page.goto(f"{cluster.gateway_url}/")
-    await page.get_by_text("Options").click()
-    await page.get_by_label("Collection").fill(COLLECTION)
+    picker = page.get_by_label("Collection", exact=True)  # filled from GET /v1/models
+    await picker.locator(f"option[value='{COLLECTION}']").wait_for(state="attached")
+    await picker.select_option(COLLECTION)
     await page.get_by_label("Your question").fill("Who keeps the lighthouse on Quagga Point?")
     await page.get_by_role("button", name="Ask").click()
     await page.wait_for_selector("#answer[data-state='done']", timeout=60_000)

@@ -8,7 +8,9 @@ else (every other process keeps its pid)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
 COLLECTION = "faults"
 REQUEST_TIMEOUT_S = 8.0
 CHAT_TIMEOUT_S = 15.0
+EMBEDDER_QUERY_TIMEOUT_S = 1.0
 RECOVERY_S = 30.0
 """How long a restarted dependency may take to be used again (channels reconnect with
 a backoff of at most 2 s; the reranker's load is cached 1 s)."""
@@ -109,6 +112,10 @@ def matrix(
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_FAST_MODEL": FAST_MODEL,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG_MODEL,
             "GROUNDWIRE_ORCHESTRATOR_LLM_ORDER": "anthropic",
+            "GROUNDWIRE_ORCHESTRATOR_EMBEDDER_QUERY_TIMEOUT_S": str(EMBEDDER_QUERY_TIMEOUT_S),
+            # today's streaming and LLM traffic (the judge is tested on its own)
+            "GROUNDWIRE_ORCHESTRATOR_VERIFY_BEFORE_SHOW": "off",
+            "GROUNDWIRE_ORCHESTRATOR_CITATION_VERIFIERS": "similarity",
             "GROUNDWIRE_GATEWAY_REDIS_URL": redis.url,
             "GROUNDWIRE_GATEWAY_REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S),
             "GROUNDWIRE_GATEWAY_CHAT_TIMEOUT_S": str(CHAT_TIMEOUT_S),
@@ -132,6 +139,7 @@ def matrix(
                     f"/v1/admin/collections/{COLLECTION}/documents",
                     json={"documents": documents, "create_collection": True},
                     headers=ADMIN,
+                    params={"wait": "true"},  # the report, not a job to follow
                 )
                 assert ingested.status_code == 200, ingested.text
                 assert ingested.json()["ingested"] == len(DOCS)
@@ -325,35 +333,91 @@ def test_reranker_killed_fused_order_then_rescored_after_restart(matrix: Matrix)
     assert {k: v for k, v in matrix.pids().items() if k != "reranker"} == others
 
 
-def test_embedder_killed_503_naming_it_then_recovers(matrix: Matrix) -> None:
+def assert_bm25_fallback(stages: dict[str, dict[str, Any]]) -> None:
+    """Retrieval ran BM25 alone and says why: the embedder could not embed the query."""
+    retrieval = stages["retrieval"]
+    assert retrieval["fallback"] is True, retrieval
+    assert retrieval["dependency"] == "embedder", retrieval
+    assert "BM25 only" in retrieval["reason"] and "embedder" in retrieval["reason"], retrieval
+    details = retrieval["details"]
+    assert int(details["bm25_hits"]) >= 1, details
+    assert details["candidates_out"] == details["bm25_hits"], details  # one path fused
+    assert "dense_ms" not in details and details["dense_input"] == "none", details
+
+
+def test_embedder_killed_bm25_answers_then_hybrid_again(matrix: Matrix) -> None:
     before = search(matrix.http)
     assert before.status_code == 200, before.text
+    assert not stages_of(before)["retrieval"]["fallback"]
     others = {k: v for k, v in matrix.pids().items() if k != "embedder"}
 
     matrix.cluster.kill("embedder")
 
     reply, elapsed = timed(lambda: search(matrix.http))
-    assert_unavailable(reply, "embedder", elapsed, REQUEST_TIMEOUT_S)
-    # nothing was streamed yet when the chain failed: a plain HTTP error, not an event
-    conversation, elapsed = timed(lambda: chat(matrix.http).response)
-    assert_unavailable(conversation, "embedder", elapsed, CHAT_TIMEOUT_S)
-    assert conversation.headers["content-type"].startswith("application/json")
+    assert reply.status_code == 200, reply.text
+    assert elapsed < REQUEST_TIMEOUT_S
+    assert_bm25_fallback(stages_of(reply))
+    # BM25's matches only: no document without a word of the question
+    found = {r["source_id"] for r in reply.json()["results"]}
+    assert "kitchen.md" in found and not found & {"garden.md", "finance.md"}, found
+    conversation = chat(matrix.http)
+    assert_answered_chat(conversation, "generated")
+    assert_bm25_fallback(conversation.stages)
+    assert conversation.source_ids, "the answer had BM25's excerpts"
+    citations = conversation.stages["citations"]  # the similarity check cannot run
+    assert citations["fallback"] is True and citations["dependency"] == "embedder", citations
+    assert "unchecked" in citations["reason"], citations
 
     status, body = health(matrix.http)
-    assert status == 503 and body["status"] == "down", body
+    assert status == 200 and body["status"] == "degraded", body
     assert body["dependencies"]["embedder"]["status"] == "not_serving"
 
     matrix.restart("embedder")
 
     reply = eventually(
-        lambda: search(matrix.http), lambda r: r.status_code == 200, timeout_s=RECOVERY_S
+        lambda: search(matrix.http),
+        lambda r: r.status_code == 200 and not stages_of(r)["retrieval"]["fallback"],
+        timeout_s=RECOVERY_S,
     )
     assert reply.status_code == 200, reply.text
     assert [r["chunk_id"] for r in reply.json()["results"]] == [
         r["chunk_id"] for r in before.json()["results"]
-    ]
-    assert_answered_chat(chat(matrix.http), "generated")
+    ], "the hybrid ranking again"
+    conversation = chat(matrix.http)
+    assert_answered_chat(conversation, "generated")
+    assert not conversation.stages["retrieval"]["fallback"]
     assert {k: v for k, v in matrix.pids().items() if k != "embedder"} == others
+
+
+def test_embedder_frozen_bm25_within_its_deadline_then_hybrid_again(matrix: Matrix) -> None:
+    """A hung embedder (SIGSTOP: the connection stays open, nothing answers) costs one
+    query deadline, not the request's: the chat that meets it first falls back after
+    EMBEDDER_QUERY_TIMEOUT_S and its citation check does not wait again; the search
+    after it does not wait at all (the recorded outage)."""
+    embedder = matrix.cluster.children["embedder"].process
+    assert embedder is not None
+    os.kill(embedder.pid, signal.SIGSTOP)
+    try:
+        conversation, chat_s = timed(lambda: chat(matrix.http))
+        reply, search_s = timed(lambda: search(matrix.http))
+    finally:
+        os.kill(embedder.pid, signal.SIGCONT)
+    limit_s = EMBEDDER_QUERY_TIMEOUT_S + 1.0
+    assert_answered_chat(conversation, "generated")
+    assert_bm25_fallback(conversation.stages)
+    assert EMBEDDER_QUERY_TIMEOUT_S * 0.9 < chat_s < limit_s, f"chat answered in {chat_s:.2f} s"
+    citations = conversation.stages["citations"]
+    assert citations["fallback"] is True and citations["dependency"] == "embedder", citations
+    assert reply.status_code == 200, reply.text
+    assert_bm25_fallback(stages_of(reply))
+    assert search_s < limit_s, f"search answered in {search_s:.2f} s; the bound is {limit_s} s"
+
+    reply = eventually(
+        lambda: search(matrix.http),
+        lambda r: r.status_code == 200 and not stages_of(r)["retrieval"]["fallback"],
+        timeout_s=RECOVERY_S,
+    )
+    assert not stages_of(reply)["retrieval"]["fallback"], reply.text
 
 
 def test_llm_stopped_extractive_answers_then_generated_again(matrix: Matrix) -> None:
@@ -395,10 +459,16 @@ def test_redis_stopped_serves_fail_open_then_health_ok(matrix: Matrix) -> None:
 
     matrix.redis.stop()
 
-    # the default policy is open: limits run in process, every request is served
+    # the default policy is open: limits run in process, every request is served,
+    # and each response's stage report says so
     reply = search(matrix.http)
     assert reply.status_code == 200, reply.text
-    assert_answered_chat(chat(matrix.http), "generated")
+    conversation = chat(matrix.http)
+    assert_answered_chat(conversation, "generated")
+    for stages in (stages_of(reply), conversation.stages):
+        limits = stages["limits"]
+        assert limits["fallback"] is True and limits["dependency"] == "redis", limits
+        assert "per replica" in limits["reason"], limits
     status, body = health(matrix.http)
     assert status == 200 and body["status"] == "degraded", body
     assert body["dependencies"]["redis"]["status"] == "not_serving"

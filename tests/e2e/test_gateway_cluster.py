@@ -68,13 +68,19 @@ def test_ingest_search_chat_delete_drop_through_the_gateway(http: httpx.Client) 
             }
         ]
     }
-    ingested = http.post(f"/v1/admin/collections/{COLLECTION}/documents", json=body, headers=ADMIN)
+    ingested = http.post(
+        f"/v1/admin/collections/{COLLECTION}/documents",
+        json=body,
+        headers=ADMIN,
+        params={"wait": "true"},  # the report, not a job to follow
+    )
     assert ingested.status_code == 200, ingested.text
     assert ingested.json()["ingested"] == 1 and ingested.json()["chunks_written"] >= 1
     uploaded = http.post(
         f"/v1/admin/collections/{COLLECTION}/files",
         files=[("files", ("garden.md", ROSES.encode(), "text/markdown"))],
         headers=ADMIN,
+        params={"wait": "true"},  # the report, not a job to follow
     )
     assert uploaded.status_code == 200, uploaded.text
     assert uploaded.json()["documents"][0]["source_id"] == "garden.md"

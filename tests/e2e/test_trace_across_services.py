@@ -54,7 +54,7 @@ ANALYSIS = {
 }
 ANSWER = "Cook the spaghetti for nine minutes [1]."
 GRPC_SERVICES = {f"groundwire-{s}" for s in SERVICES if s != "gateway"}
-STAGES = ("analysis", "retrieval", "rerank", "screening", "answer", "citations")
+STAGES = ("analysis", "retrieval", "rerank", "screening", "coverage", "answer", "citations")
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,9 @@ def cluster(
         "GROUNDWIRE_RERANKER_MODEL_DIR": str(reranker_model),
         "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL": fake_llm,
         "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_API_KEY": "sk-fake-trace",
+        # today's LLM traffic (the judge's call is tested on its own)
+        "GROUNDWIRE_ORCHESTRATOR_VERIFY_BEFORE_SHOW": "off",
+        "GROUNDWIRE_ORCHESTRATOR_CITATION_VERIFIERS": "similarity",
         # a random model's scores: keep every scored passage, never skip for load
         "GROUNDWIRE_ORCHESTRATOR_RERANK_THRESHOLD": "0",
         "GROUNDWIRE_ORCHESTRATOR_RERANK_BUDGET_MS": "0",
@@ -246,6 +249,7 @@ def test_one_chat_is_one_trace_across_the_five_services_and_the_llm(
             f"/v1/admin/collections/{COLLECTION}/documents",
             json={"documents": documents},
             headers=ADMIN,
+            params={"wait": "true"},  # the report, not a job to follow
         )
         assert ingested.status_code == 200 and ingested.json()["ingested"] == 2, ingested.text
         chat = http.post(

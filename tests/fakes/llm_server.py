@@ -718,6 +718,8 @@ def orchestrator_reply_text(body: Any, answer_words: int, *, quote: bool = False
                 "negatives": [],
             }
         )
+    if "You check claims against the passages" in system:
+        return judge_reply(user)
     if "You rank search results" in system:
         numbers = [int(n) for n in _PASSAGE.findall(user)] or [1]
         return json.dumps(
@@ -744,6 +746,35 @@ def orchestrator_reply_text(body: Any, answer_words: int, *, quote: bool = False
     if not sentences:
         return "I can't answer that from the available documents: they say nothing about it."
     return " ".join(sentences)
+
+
+_JUDGE_PASSAGE = re.compile(r'<passage id="(P\d+)">\n(.*?)\n</passage>', re.DOTALL)
+_JUDGE_CLAIM = re.compile(r'<claim number="(\d+)" passage="(P\d+)">(.*?)</claim>', re.DOTALL)
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def judge_reply(user: str) -> str:
+    """The judge prompt's verdicts, as a crude but honest judge: a claim is supported
+    when half or more of its longer words occur in its passage (the evidence: the passage
+    sentence sharing most of them), not addressed otherwise."""
+    passages = dict(_JUDGE_PASSAGE.findall(user))
+    verdicts = []
+    for number, passage_id, claim in _JUDGE_CLAIM.findall(user):
+        passage = passages.get(passage_id, "")
+        words = set(_WORD.findall(claim.lower()))
+        found = words & set(_WORD.findall(passage.lower()))
+        sentences = _SENTENCE.split(" ".join(passage.split()))
+        best = max(sentences, key=lambda t: len(words & set(_WORD.findall(t.lower()))))
+        supported = bool(words) and len(found) >= 0.5 * len(words)
+        verdicts.append(
+            {
+                "claim": int(number),
+                "verdict": "supported" if supported else "not_addressed",
+                "evidence": best if supported else "",
+                "confidence": 0.9,
+            }
+        )
+    return json.dumps({"verdicts": verdicts})
 
 
 # -- as a process ------------------------------------------------------------------

@@ -19,6 +19,8 @@ from groundwire_core.errors import (
     InvalidInput,
     NotFound,
     Overloaded,
+    PermissionDenied,
+    Unauthenticated,
     Unavailable,
 )
 from groundwire_core.grpc.errors import (
@@ -63,6 +65,8 @@ ROUND_TRIP_CASES = [
     (DeadlineExceeded("too slow", dependency="llm"), grpc.StatusCode.DEADLINE_EXCEEDED),
     (BackendFailure("onnx runtime failed", dependency="embedder"), grpc.StatusCode.INTERNAL),
     (Cancelled("caller went away"), grpc.StatusCode.CANCELLED),
+    (Unauthenticated("the service token is missing"), grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied("a signed-in end user is required"), grpc.StatusCode.PERMISSION_DENIED),
     (GroundwireError("something odd"), grpc.StatusCode.INTERNAL),
 ]
 
@@ -210,6 +214,8 @@ def test_codes_are_unique_and_registered() -> None:
         DeadlineExceeded,
         BackendFailure,
         Cancelled,
+        Unauthenticated,
+        PermissionDenied,
         GroundwireError,
     ]
     assert {cls.code for cls in classes} == set(ERRORS_BY_CODE)
