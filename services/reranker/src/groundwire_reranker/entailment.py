@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from groundwire_core.batching import BatchingEngine
-from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.errors import InvalidInput
 from groundwire_reranker.models.cross_encoder import Pair
-from groundwire_reranker.models.manifest import CrossEncoderManifest
 from groundwire_reranker.models.nli import LabelProbs
+from groundwire_reranker.served import PairModel, ServedPairs
 
 NO_NLI_MODEL = "no entailment (NLI) model is configured"
 
@@ -28,23 +26,8 @@ WARM_UP: tuple[Pair, ...] = (
 )
 
 
-class NliModel(Protocol):
-    """What the entailment logic needs from a model (see models.nli.OnnxNliModel)."""
-
-    @property
-    def manifest(self) -> CrossEncoderManifest: ...
-
-    def load(self) -> None: ...
-
-    def estimate_tokens(self, item: Pair) -> int: ...
-
-    def tokenize(self, items: Sequence[Pair]) -> Any: ...
-
-    def token_counts(self, batch: Any) -> list[int]: ...
-
-    def infer(self, batch: Any, shared: bool = False) -> Any: ...
-
-    def postprocess(self, batch: Any, raw: Any) -> Sequence[LabelProbs]: ...
+NliModel = PairModel[LabelProbs]
+"""What the entailment logic needs from a model (see models.nli.OnnxNliModel)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +45,7 @@ class EntailerStatus:
     max_tokens: int
 
 
-class Entailer:
+class Entailer(ServedPairs[LabelProbs]):
     """One NLI model behind a bounded queue; without a model, ``entail`` is Unavailable."""
 
     def __init__(
@@ -74,31 +57,17 @@ class Entailer:
         max_queue: int,
         lanes: int = 1,
     ) -> None:
-        self._model = model
+        super().__init__(
+            model,
+            name="entailment",
+            no_model=NO_NLI_MODEL,
+            max_batch_tokens=max_batch_tokens,
+            max_batch_items=max_batch_pairs,
+            max_queue=max_queue,
+            warm_up=WARM_UP,
+            lanes=lanes,
+        )
         self._max_batch_pairs = max_batch_pairs
-        self._engine: BatchingEngine[Pair, LabelProbs] | None = None
-        if model is not None:
-            self._engine = BatchingEngine(
-                model,
-                name="entailment",
-                max_batch_tokens=max_batch_tokens,
-                max_batch_items=max_batch_pairs,
-                max_queue=max_queue,
-                warm_up=WARM_UP,
-                lanes=lanes,
-            )
-
-    async def start(self) -> None:
-        """Loads the model and warms it up (nothing without a model).
-
-        Raises NotFound / InvalidInput when the model directory cannot be served.
-        """
-        if self._engine is not None:
-            await self._engine.start()
-
-    async def stop(self) -> None:
-        if self._engine is not None:
-            await self._engine.stop()
 
     async def entail(self, pairs: Sequence[Pair]) -> EntailOutcome:
         """Probabilities (entailment, neutral, contradiction) of each pair, in order.
@@ -109,15 +78,11 @@ class Entailer:
         if not pairs:
             raise InvalidInput(f"pairs is empty: send 1 to {self._max_batch_pairs}")
         if len(pairs) > self._max_batch_pairs:
-            raise InvalidInput(
-                f"at most {self._max_batch_pairs} pairs per call (got {len(pairs)})"
-            )
+            raise InvalidInput(f"at most {self._max_batch_pairs} pairs per call (got {len(pairs)})")
         for i, (_, hypothesis) in enumerate(pairs):
             if not hypothesis.strip():
                 raise InvalidInput(f"pair {i} has an empty hypothesis")
-        if self._engine is None:
-            raise Unavailable(NO_NLI_MODEL, dependency="reranker")
-        batch = await self._engine.submit(list(pairs))
+        batch = await self._submit(list(pairs))
         return EntailOutcome(
             probabilities=list(batch.results),
             total_tokens=sum(batch.tokens),
@@ -127,11 +92,9 @@ class Entailer:
 
     def status(self) -> EntailerStatus:
         """The served NLI model (empty until loaded)."""
-        engine = self._engine
-        ready = engine is not None and engine.ready
-        manifest = self._model.manifest if ready and self._model is not None else None
+        _, manifest = self._served()
         return EntailerStatus(
-            ready=ready,
+            ready=manifest is not None,
             model_id=manifest.model_id if manifest else "",
             max_tokens=manifest.max_tokens if manifest else 0,
         )

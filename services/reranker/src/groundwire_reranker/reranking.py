@@ -9,12 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from groundwire_core.batching import BatchingEngine
-from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.errors import InvalidInput
 from groundwire_reranker.models.cross_encoder import Pair
-from groundwire_reranker.models.manifest import CrossEncoderManifest
+from groundwire_reranker.served import PairModel, ServedPairs
 
 NO_MODEL = "no reranker model is configured"
 
@@ -25,24 +23,8 @@ WARM_UP: tuple[Pair, ...] = (
 )
 
 
-class CrossEncoder(Protocol):
-    """What the reranker needs from a model: the engine's Backend plus its manifest
-    (see models.cross_encoder.OnnxCrossEncoder)."""
-
-    @property
-    def manifest(self) -> CrossEncoderManifest: ...
-
-    def load(self) -> None: ...
-
-    def estimate_tokens(self, item: Pair) -> int: ...
-
-    def tokenize(self, items: Sequence[Pair]) -> Any: ...
-
-    def token_counts(self, batch: Any) -> list[int]: ...
-
-    def infer(self, batch: Any, shared: bool = False) -> Any: ...
-
-    def postprocess(self, batch: Any, raw: Any) -> Sequence[float]: ...
+CrossEncoder = PairModel[float]
+"""What the reranking logic needs from a model (see models.cross_encoder)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +53,7 @@ class RerankerStatus:
     quantized: bool
 
 
-class Reranker:
+class Reranker(ServedPairs[float]):
     """Scores (query, passage) pairs with one cross-encoder behind a bounded queue.
 
     Built without a model (``model=None``), it still answers ``status`` (not ready) and
@@ -87,31 +69,17 @@ class Reranker:
         max_queue: int,
         lanes: int = 1,
     ) -> None:
-        self._model = model
+        super().__init__(
+            model,
+            name="reranker",
+            no_model=NO_MODEL,
+            max_batch_tokens=max_batch_tokens,
+            max_batch_items=max_batch_passages,
+            max_queue=max_queue,
+            warm_up=WARM_UP,
+            lanes=lanes,
+        )
         self._max_batch_passages = max_batch_passages
-        self._engine: BatchingEngine[Pair, float] | None = None
-        if model is not None:
-            self._engine = BatchingEngine(
-                model,
-                name="reranker",
-                max_batch_tokens=max_batch_tokens,
-                max_batch_items=max_batch_passages,
-                max_queue=max_queue,
-                warm_up=WARM_UP,
-                lanes=lanes,
-            )
-
-    async def start(self) -> None:
-        """Loads the model and warms it up (nothing without a model).
-
-        Raises NotFound / InvalidInput when the model directory cannot be served.
-        """
-        if self._engine is not None:
-            await self._engine.start()
-
-    async def stop(self) -> None:
-        if self._engine is not None:
-            await self._engine.stop()
 
     async def rerank(
         self,
@@ -140,10 +108,7 @@ class Reranker:
             raise InvalidInput("top_n must be 0 (keep all) or positive")
         if threshold is not None and math.isnan(threshold):
             raise InvalidInput("threshold is not a number")
-        if self._engine is None:
-            raise Unavailable(NO_MODEL, dependency="reranker")
-
-        batch = await self._engine.submit([(query, p) for p in passages])
+        batch = await self._submit([(query, p) for p in passages])
         order = sorted(range(len(passages)), key=lambda i: (-batch.results[i], i))
         ranked = [RankedPassage(i, float(batch.results[i])) for i in order]
         if threshold is not None:
@@ -159,11 +124,9 @@ class Reranker:
 
     def status(self) -> RerankerStatus:
         """The served model (empty fields until it is loaded) and the current load."""
-        engine = self._engine
-        ready = engine is not None and engine.ready
-        manifest = self._model.manifest if ready and self._model is not None else None
+        engine, manifest = self._served()
         return RerankerStatus(
-            ready=ready,
+            ready=manifest is not None,
             model_id=manifest.model_id if manifest else "",
             profile=manifest.profile if manifest else "",
             max_tokens=manifest.max_tokens if manifest else 0,
