@@ -10,6 +10,7 @@ random model proves mechanics only: nothing here says the rescoring helps qualit
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
@@ -66,6 +67,19 @@ QUERY = "tuning a router cache under load"
 DEPTH = 8
 
 
+def _dense(angle: float) -> tuple[float, ...]:
+    """A unit vector at ``angle`` radians from the first axis, in the model's 32 dims."""
+    return (float(np.cos(angle)), float(np.sin(angle))) + (0.0,) * 30
+
+
+# The random model's dense vectors of these templated texts are all within float32
+# noise of each other (cosines ~1 - 3e-6), so an engine's dense order of them changes
+# from one search to the next. The store tests use these instead: the dense order is
+# the text order, a clear 0.1 rad apart; the ColBERT vectors still come from the model.
+QUERY_DENSE = _dense(0.0)
+DOC_DENSE = [_dense(0.1 * i) for i in range(len(TEXTS))]
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny BGE-M3 exported by the project's own build command."""
@@ -104,7 +118,7 @@ def _ingest(store: VectorStore, spec: CollectionSpec, docs: EncoderOutput, multi
         assert docs.multi_vector is not None
         chunk = Chunk(chunk_id=str(uuid.uuid5(NS, str(i))), source_id=f"s{i}", text=text)
         vectors = ChunkVectors(
-            dense=tuple(float(x) for x in docs.dense[i]),
+            dense=DOC_DENSE[i],
             multi=tuple(tuple(float(x) for x in row) for row in docs.multi_vector[i])
             if multi
             else None,
@@ -121,11 +135,13 @@ def _search(
         name,
         SearchQuery(
             text=QUERY,
-            dense=tuple(float(x) for x in query.dense[0]),
+            dense=QUERY_DENSE,
             multi=tuple(tuple(float(x) for x in r) for r in query.multi_vector[0])
             if with_multi
             else None,
-            paths=frozenset({SearchPath.DENSE, SearchPath.BM25}),
+            # dense alone: the texts share a template, so BM25 scores tie, and engines
+            # may return tied hits in either order from one search to the next
+            paths=frozenset({SearchPath.DENSE}),
             dense_floor=-1.0,  # every document is a candidate: the order is what is tested
             limit=len(TEXTS),
             late_interaction_depth=depth,
@@ -236,29 +252,37 @@ async def test_ingest_keeps_colbert_vectors_and_search_rescores_over_grpc(
                 dense_floor=-1.0,
                 limit=len(TEXTS),
                 late_interaction_depth=depth,
+                # dense alone: BM25 scores tie on these templated texts, and tied
+                # hits may come back in either order from one search to the next
+                paths=[retriever_pb2.SEARCH_PATH_DENSE],
             )
             req.multi_vector.extend(common_pb2.DenseVector(values=v) for v in q.multi_vector)
             return await stub.Search(req)
 
+        # The random model's dense vectors of these texts are within float32 noise of
+        # each other, so the fused order changes between searches: every hit is rescored
+        # here, and the MaxSim order alone is checked (the store tests above pin the
+        # fused tail past the depth with separated vectors).
+        depth = len(TEXTS)
         fused = [h.chunk.text for h in (await search(0)).hits]
-        reply = await search(DEPTH)
+        reply = await search(depth)
         if not keep:
             assert reply.late_interaction.skipped
             assert "keeps no multi-vectors" in reply.late_interaction.reason
-            assert [h.chunk.text for h in reply.hits] == fused
+            assert sorted(h.chunk.text for h in reply.hits) == sorted(fused)
             return
         assert reply.HasField("late_interaction") and not reply.late_interaction.skipped
-        assert reply.late_interaction.rescored == DEPTH
-        stored = await embedder.embed(fused[:DEPTH], query=False, outputs=("multi_vector",))
-        query_matrix = np.array(q.multi_vector)
-        by_text = {
-            t: _numpy_max_sim(query_matrix, np.array(e.multi_vector))
-            for t, e in zip(fused[:DEPTH], stored, strict=True)
-        }
+        assert reply.late_interaction.rescored == depth
         got = [h.chunk.text for h in reply.hits]
-        assert got[:DEPTH] == sorted(fused[:DEPTH], key=lambda t: by_text[t], reverse=True)
-        assert got[DEPTH:] == fused[DEPTH:]
-        assert got[:DEPTH] != fused[:DEPTH]
+        assert sorted(got) == sorted(fused)
+        stored = await embedder.embed(got, query=False, outputs=("multi_vector",))
+        query_matrix = np.array(q.multi_vector)
+        scores = [_numpy_max_sim(query_matrix, np.array(e.multi_vector)) for e in stored]
+        # in MaxSim order; the test's vectors come from another batch (other padding),
+        # so two near-equal scores may swap: 1e-4 is a tie
+        assert all(a >= b - 1e-4 for a, b in itertools.pairwise(scores)), scores
+        # and that order is not the one the scores would give reversed: it did sort
+        assert scores[0] > scores[-1] + 1e-3, scores
 
 
 def test_out_of_range_values_are_refused(
