@@ -178,3 +178,25 @@ async def test_readiness_is_probed_at_most_once_per_ttl() -> None:
     assert await ready() is False and await ready() is False
     now[0] = 1.5
     assert await ready() is True and probes == [0.0, 1.5]
+
+
+async def test_a_first_verifier_not_ready_is_named_in_the_fallback() -> None:
+    llm = ScriptedLLM(fast=[_verdicts({"claim": 1, "verdict": "supported", "evidence": ""})])
+    chain = VerifierChain(
+        [
+            LlmJudge(llm, timeout_s=2.0, batch_size=8),
+            SimilarityVerifier(PassageVectors(FakeEmbedder()), threshold=0.5),
+        ],
+        ready={"llm": _never_ready},
+    )
+    verifier = CitationVerifier(FakeEmbedder(), threshold=0.5, chain=chain)
+    _, report = await verifier.run(
+        VerificationInput(f"{SUPPORTED[:-1]} [1].", {1: NumberedSource(1, chunk(1, PASSAGE))}.get)
+    )
+    assert report.fallback
+    assert report.reason == "llm could not judge 1 citation(s) (llm: not ready): similarity used"
+    assert llm.requests == []  # skipped, not tried
+
+
+async def _never_ready() -> bool:
+    return False

@@ -113,7 +113,12 @@ class VerifierChain:
         ] * len(claims)
         pending = list(range(len(claims)))
         failed: dict[int, str] = {}  # why the first verifier could not judge a claim
-        for verifier in await self.available() if claims else ():
+        ready = await self.available() if claims else []
+        if ready and self._verifiers[0] not in ready:
+            # the first is not ready (no model installed, or its service is away): the
+            # claims fell back before any was tried, and the reason says so
+            failed = dict.fromkeys(pending, f"{self.method}: not ready")
+        for verifier in ready:
             if not pending:
                 break
             judged = await verifier.judge([claims[i] for i in pending])
