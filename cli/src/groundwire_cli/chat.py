@@ -90,6 +90,9 @@ class Citation:
     """[start, end) of the sentence in the final answer; None when the server sent none."""
     source_span: tuple[int, int] | None = None
     """[start, end) of its best support in the cited source's text; None when none."""
+    method: str = ""
+    """Who judged it: nli, llm or similarity (which shows shared words and meaning,
+    not that the passage proves the claim); empty when the server sent none."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ class ChatOutcome:
             self.citations = [
                 Citation(int(c["number"]), str(c["sentence"]), str(c["status"]),
                          float(c["support"]), _span(c.get("answer_span")),
-                         _span(c.get("source_span")))
+                         _span(c.get("source_span")), str(c.get("method", "")))
                 for c in payload["citations"]
             ]
         elif name == "stages":

@@ -24,6 +24,7 @@ from groundwire_cli.chat import (
     ChatOutcome,
     ChatProtocolError,
     ChatRequestError,
+    Citation,
     Stage,
     ask,
 )
@@ -168,16 +169,29 @@ def print_answer(question: str, outcome: ChatOutcome) -> None:
             print(f"    [{s.number}] {path}{flag}")
             print(f"        {s.url or s.source_id}  ({s.source_id})")
     if outcome.citations:
-        print("  citations (each checked against the chunk it cites):")
+        print("  citations (each checked against the chunk it cites, by the method named):")
         for c in outcome.citations:
             sentence = textwrap.shorten(c.sentence, width=64, placeholder="…")
-            print(f"    [{c.number}] {c.status.upper():<11} support {c.support:.2f}  {sentence}")
+            method = c.method if c.method not in ("", "none") else "support"
+            judged = f"{method} {c.support:.2f}"
+            print(f"    [{c.number}] {c.status.upper():<11} {judged:<15} {sentence}")
     print("  stages:")
     for stage in outcome.stages:
         note = f"fallback: {stage.reason}" if stage.fallback else ""
         print(f"    {stage.name:<12} {stage.ms:6.0f}ms  {note}".rstrip())
     supported = sum(c.status == SUPPORTED for c in outcome.citations)
-    print(f"  verified: {supported} of {len(outcome.citations)} citations supported")
+    print(
+        f"  verified: {supported} of {len(outcome.citations)} citations supported"
+        + similarity_note(outcome.citations)
+    )
+
+
+def similarity_note(citations: Sequence[Citation]) -> str:
+    """What a count of similarity verdicts does not say (empty when no citation was
+    judged by similarity): the words are there, not that they prove the claim."""
+    if not any(c.method == "similarity" for c in citations):
+        return ""
+    return " (by similarity: the passage shares the claim's words and meaning; not proof)"
 
 
 def run_demo(
@@ -215,7 +229,11 @@ def run_demo(
         total = sum(len(o.citations) for o in answered)
         supported = sum(c.status == SUPPORTED for o in answered for c in o.citations)
         modes = ", ".join(sorted({(o.mode or "none").upper() for o in answered}))
-        print(f"\n{len(answered)} answers ({modes}): {supported} of {total} citations supported")
+        note = similarity_note([c for o in answered for c in o.citations])
+        print(
+            f"\n{len(answered)} answers ({modes}): {supported} of {total} citations supported"
+            + note
+        )
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -25,7 +25,7 @@ SOURCE = models.Source(
 )
 
 
-def _outcome(mode: str, statuses: list[str]) -> ChatOutcome:
+def _outcome(mode: str, statuses: list[str], method: str = "none") -> ChatOutcome:
     answer = "A request over a limit is rejected with HTTP 429 [1]."
     events: list[Any] = [
         models.RetrievalEvent(sources=[SOURCE]),
@@ -34,7 +34,8 @@ def _outcome(mode: str, statuses: list[str]) -> ChatOutcome:
             {
                 "sources": [SOURCE.model_dump()] if statuses else [],
                 "citations": [
-                    {"number": 1, "sentence": answer, "status": s, "support": 0.3} for s in statuses
+                    {"number": 1, "sentence": answer, "status": s, "support": 0.3, "method": method}
+                    for s in statuses
                 ],
             }
         ),
@@ -96,6 +97,19 @@ def test_the_answer_is_printed_with_mode_citations_sources_and_fallbacks(
     assert "analysis          0ms  fallback: no LLM is configured: the raw query is used" in out
     assert "fallback: no LLM is configured: extractive answer" in out
     assert "verified: 1 of 1 citations supported" in out
+
+
+def test_a_similarity_verdict_is_named_and_not_counted_as_proof(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_answer("how are requests limited", _outcome("extractive", ["supported"], "similarity"))
+    out = capsys.readouterr().out
+    assert "[1] SUPPORTED   similarity 0.30" in out
+    assert "verified: 1 of 1 citations supported (by similarity:" in out and "not proof" in out
+    print_answer("how are requests limited", _outcome("extractive", ["supported"], "nli"))
+    out = capsys.readouterr().out
+    assert "[1] SUPPORTED   nli 0.30" in out
+    assert "not proof" not in out
 
 
 def test_questions_skip_blank_lines_and_comments(tmp_path: Path) -> None:
