@@ -70,13 +70,17 @@ def _verdicts(request: LLMRequest) -> str:
 
 
 def _gate(
-    sources: dict[int, NumberedSource] = SOURCES,
+    sources: dict[int, NumberedSource] = SOURCES, *, judge_ready: bool = True
 ) -> tuple[VerifyBeforeShow, ScriptedLLM]:
     llm = ScriptedLLM(default_fast=_verdicts)
+
+    async def ready() -> bool:
+        return judge_ready
+
     chain = VerifierChain([
         LlmJudge(llm, timeout_s=2.0),
         SimilarityVerifier(PassageVectors(FakeEmbedder()), threshold=0.5),
-    ])
+    ], ready={"llm": ready})
     verifier = CitationVerifier(FakeEmbedder(), threshold=0.5, chain=chain)
     return VerifyBeforeShow(verifier, sources.get), llm
 
@@ -114,6 +118,19 @@ async def test_a_sentence_is_sent_once_complete_and_a_contradicted_one_never() -
     report = gate.report()
     assert report.details["withheld"] == "1" and report.details["method_llm"] == "2"
     assert len(llm.requests) == 3
+
+
+async def test_the_fallback_counts_the_citations_of_every_batch() -> None:
+    gate, llm = _gate(judge_ready=False)
+    await _run(gate, [
+        "E. coli grows at 37 degrees [1]. ", "It divides every twenty minutes [1]. ",
+        "It grows at 37 degrees [1].",
+    ])
+    report = gate.report()
+    assert report.details["batches"] == "3"
+    assert report.fallback and report.reason == (
+        "llm could not judge 3 citation(s) (llm: not ready): similarity used")
+    assert llm.requests == []
 
 
 async def test_uncited_statements_are_withheld_and_connectives_pass() -> None:

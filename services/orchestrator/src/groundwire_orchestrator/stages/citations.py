@@ -211,20 +211,20 @@ class CitationVerifier:
             for n in cs.numbers
             if (src := inp.sources(n)) is not None
         ]
-        citations, details, failure = await self.check(pairs)
+        citations, details, judgements = await self.check(pairs)
         details["threshold"] = f"{self._threshold:g}"
         ms = (time.perf_counter() - started) * 1e3
-        reason, dependency = failure
+        reason, dependency = self.failure(judgements)
         return tuple(citations), StageReport(
             "citations", ms, bool(reason), reason, dependency, details
         )
 
     async def check(
         self, pairs: Sequence[tuple[CitedSentence, NumberedSource]]
-    ) -> tuple[list[Citation], dict[str, str], tuple[str, str]]:
-        """The citations of ``pairs`` in order, the report's details, and (reason,
-        dependency) of a fallback ("" when every citation was judged by the first
-        verifier)."""
+    ) -> tuple[list[Citation], dict[str, str], list[Judgement]]:
+        """The citations of ``pairs`` in order, the report's details, and the verifiers'
+        judgements (for :meth:`failure`; a citation repeating a flagged passage's
+        instructions is not judged, so has none)."""
         injected = {
             i
             for i, (cs, src) in enumerate(pairs)
@@ -253,9 +253,11 @@ class CitationVerifier:
         methods = [j.method for j in judged.values()]
         for method in dict.fromkeys(methods):
             details[f"method_{method}"] = str(methods.count(method))
-        return citations, details, self._failure(list(judged.values()))
+        return citations, details, list(judged.values())
 
-    def _failure(self, judgements: list[Judgement]) -> tuple[str, str]:
+    def failure(self, judgements: Sequence[Judgement]) -> tuple[str, str]:
+        """(reason, dependency) of the stage's fallback over ``judgements`` (all of one
+        answer's): ("", "") when the first verifier judged every one."""
         first = self._chain.method
         fell = [j for j in judgements if j.method != first or j.status is Verification.UNCHECKED]
         if not fell:

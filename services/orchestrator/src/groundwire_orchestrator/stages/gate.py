@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from groundwire_orchestrator.domain import (
     AnswerDelta,
@@ -50,6 +50,7 @@ from groundwire_orchestrator.stages.citations import (
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX, is_decline
 from groundwire_orchestrator.text.quotes import closes, fence_of
 from groundwire_orchestrator.text.sentences import content_words
+from groundwire_orchestrator.verification.base import Judgement
 
 ALL_WITHHELD = f"{DECLINE_PREFIX}: the sources do not support what the answer would have said."
 UNCITED_CONTENT_WORDS = 5
@@ -85,7 +86,8 @@ def _states_something(sentence: str) -> bool:
 class _Totals:
     ms: float = 0.0
     batches: int = 0
-    failure: tuple[str, str] = ("", "")
+    judgements: list[Judgement] = field(default_factory=list)
+    """Every verdict of the answer's batches: the fallback is reported over all."""
     verbatim: int = 0
 
 
@@ -175,7 +177,7 @@ class VerifyBeforeShow:
         methods = [c.method for c in self._citations]
         for method in dict.fromkeys(methods):
             details[f"method_{method}"] = str(methods.count(method))
-        reason, dependency = t.failure
+        reason, dependency = self._verifier.failure(t.judgements)
         return StageReport("citations", t.ms, bool(reason), reason, dependency, details)
 
     def _complete(self, final: bool) -> list[tuple[tuple[int, int], str | None]]:
@@ -209,12 +211,11 @@ class VerifyBeforeShow:
             if (src := self._sources(n)) is not None
         ]
         started = time.perf_counter()
-        checked, details, failure = await self._verifier.check([(cs, s) for _, cs, s in pairs])
+        checked, details, judged = await self._verifier.check([(cs, s) for _, cs, s in pairs])
         self._totals.ms += (time.perf_counter() - started) * 1e3
         self._totals.batches += 1 if pairs else 0
         self._totals.verbatim += int(details.get("verbatim", "0"))
-        if failure[0] and not self._totals.failure[0]:
-            self._totals.failure = failure
+        self._totals.judgements.extend(judged)
         per_unit: dict[int, list[Citation]] = {}
         for (k, _, _), citation in zip(pairs, checked, strict=True):
             per_unit.setdefault(k, []).append(citation)
