@@ -170,8 +170,10 @@ def job_report(job: retriever_pb2.Job) -> retriever_pb2.SyncReport:
     """A finished sync job read as the Sync RPC's report, so a job and a dry run print
     alike: the job's document outcomes named as the sync's again (``ingested`` is a
     rename's new id when the delta pairs it, else ``new``; ``updated`` is
-    ``changed``)."""
+    ``changed``; a rename's old id, deleted once the new one is in, is the rename's
+    ``(from …)`` and not listed again as deleted)."""
     renamed = {r.to_id for r in job.delta.renamed}
+    moved_from = {r.from_id for r in job.delta.renamed}
     sources = [
         retriever_pb2.SyncSource(
             source_id=d.source_id,
@@ -184,6 +186,7 @@ def job_report(job: retriever_pb2.Job) -> retriever_pb2.SyncReport:
             reason=d.error,
         )
         for d in job.documents
+        if not (d.outcome == "deleted" and d.source_id in moved_from)
     ]
     ended = job.finished_at or job.started_at
     return retriever_pb2.SyncReport(

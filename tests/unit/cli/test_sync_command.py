@@ -90,6 +90,7 @@ def test_a_finished_sync_job_reads_as_the_sync_report() -> None:
         new=["a.md"],
         changed=["b.md"],
         unchanged=1,
+        deleted=["gone.md"],
         renamed=[retriever_pb2.JobRename(from_id="old.md", to_id="new.md")],
     )
     job = retriever_pb2.Job(
@@ -108,6 +109,7 @@ def test_a_finished_sync_job_reads_as_the_sync_report() -> None:
                 source_id="new.md", outcome="ingested", chunks=2, error="from old.md"
             ),
             retriever_pb2.JobDocument(source_id="old.md", outcome="deleted"),
+            retriever_pb2.JobDocument(source_id="gone.md", outcome="deleted"),
         ],
         delta=delta,
     )
@@ -117,13 +119,13 @@ def test_a_finished_sync_job_reads_as_the_sync_report() -> None:
         ("a.md", "new", 3, ""),
         ("b.md", "changed", 2, ""),
         ("new.md", "renamed", 2, "from old.md"),
-        ("old.md", "deleted", 0, ""),
+        ("gone.md", "deleted", 0, ""),  # the rename's old id is its "from", not a deletion
     ]
     assert (report.collection, report.chunks_written, report.seconds) == ("docs", 7, 2.5)
     assert report.delta == delta and report.complete and not report.cancelled
     assert not report.dry_run
     assert sync_cli.summary(report)[0] == (
-        "sync docs: 1 new, 1 changed, 1 unchanged, 0 deleted, 1 renamed; 7 chunks written in 2.5 s"
+        "sync docs: 1 new, 1 changed, 1 unchanged, 1 deleted, 1 renamed; 7 chunks written in 2.5 s"
     )
     assert sync_cli.as_json(report, job.id)["job"] == job.id
 
