@@ -65,7 +65,8 @@ async def test_sync_is_a_job_and_cancelling_the_command_cancels_it(
         assert report["delta"]["renamed"] == [{"from": "a.md", "to": "moved.md"}]
         assert report["delta"]["changed"] == ["b.md"] and not report["dry_run"]
         outcomes = {s["source_id"]: s["outcome"] for s in report["sources"]}
-        assert outcomes == {"moved.md": "renamed", "b.md": "changed", "a.md": "deleted"}
+        # the old id is the rename's "from", as the Sync RPC lists it, not a deletion
+        assert outcomes == {"moved.md": "renamed", "b.md": "changed"}
         assert report["complete"] and not report["cancelled"] and len(report["job"]) == 32
 
         # many new files; the command is cancelled once the first is applied (the two
