@@ -149,10 +149,7 @@ class AsyncClient:
 
     async def collection_names(self) -> list[str]:
         """The collections any caller may search (``GET /v1/models``)."""
-        response = await self._send("GET", "/v1/models")
-        wire.check(response)
-        prefix = "groundwire:"
-        return [m["id"][len(prefix) :] for m in response.json()["data"] if ":" in m["id"]]
+        return wire.collection_names(await self._send("GET", "/v1/models"))
 
     async def collections(self) -> list[models.Collection]:
         """Every collection with its fields and counts (admin)."""
@@ -202,8 +199,7 @@ class AsyncClient:
             f"/v1/admin/collections/{collection}/documents",
             params={"source_id": source_id},
         )
-        wire.check(response)
-        return int(response.json()["deleted"])
+        return wire.deleted(response)
 
     # --- ingest and jobs -----------------------------------------------------------------
 
@@ -291,8 +287,4 @@ class AsyncClient:
 
     async def health(self) -> dict[str, Any]:
         """The gateway's health and its dependencies' (details with an admin key)."""
-        response = await self._send("GET", "/v1/health")
-        if response.status_code not in (200, 503):  # 503: down, with the same body
-            wire.check(response)
-        result: dict[str, Any] = response.json()
-        return result
+        return wire.health(await self._send("GET", "/v1/health"))

@@ -150,10 +150,7 @@ class Client:
 
     def collection_names(self) -> list[str]:
         """The collections any caller may search (``GET /v1/models``)."""
-        response = self._send("GET", "/v1/models")
-        wire.check(response)
-        prefix = "groundwire:"
-        return [m["id"][len(prefix) :] for m in response.json()["data"] if ":" in m["id"]]
+        return wire.collection_names(self._send("GET", "/v1/models"))
 
     def collections(self) -> list[models.Collection]:
         """Every collection with its fields and counts (admin)."""
@@ -196,8 +193,7 @@ class Client:
             f"/v1/admin/collections/{collection}/documents",
             params={"source_id": source_id},
         )
-        wire.check(response)
-        return int(response.json()["deleted"])
+        return wire.deleted(response)
 
     # --- ingest and jobs -----------------------------------------------------------------
 
@@ -281,8 +277,4 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """The gateway's health and its dependencies' (details with an admin key)."""
-        response = self._send("GET", "/v1/health")
-        if response.status_code not in (200, 503):  # 503: down, with the same body
-            wire.check(response)
-        result: dict[str, Any] = response.json()
-        return result
+        return wire.health(self._send("GET", "/v1/health"))

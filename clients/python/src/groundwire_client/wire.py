@@ -189,6 +189,27 @@ def parse(model: type[T], response: httpx.Response, key: str | None = None) -> T
         ) from error
 
 
+def collection_names(response: httpx.Response) -> list[str]:
+    """The collections in ``GET /v1/models``'s list (model ids ``groundwire:NAME``)."""
+    check(response)
+    prefix = "groundwire:"
+    return [m["id"][len(prefix) :] for m in response.json()["data"] if ":" in m["id"]]
+
+
+def deleted(response: httpx.Response) -> int:
+    """How many chunks a source's deletion removed."""
+    check(response)
+    return int(response.json()["deleted"])
+
+
+def health(response: httpx.Response) -> dict[str, Any]:
+    """The health body; a 503 (something is down) carries the same body."""
+    if response.status_code not in (200, 503):
+        check(response)
+    result: dict[str, Any] = response.json()
+    return result
+
+
 def error_from_event(event: models.ErrorEvent) -> APIError:
     cls = error_class(event.code, None)
     return cls(
