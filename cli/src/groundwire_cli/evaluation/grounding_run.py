@@ -53,9 +53,9 @@ def judge_all(
         )
     with tempfile.TemporaryDirectory(prefix="groundwire-grounding-") as tmp:
         run_dir, store = Path(tmp) / "run", Path(tmp) / "qdrant"
-        nli_dir = nli_model or LocalCluster(run_dir, model_dir, store).built_nli_model()
-        extra = {NLI_VARIABLE: str(nli_dir)} if nli_model is not None else {}
+        extra = {NLI_VARIABLE: str(nli_model)} if nli_model is not None else {}
         cluster = LocalCluster.with_free_ports(run_dir, model_dir, store, extra_env=extra)
+        nli_dir = nli_model or cluster.built_nli_model()
         orchestrator = config._instance("orchestrator", settings_class, cluster)
         names = ("embedder",) + (("reranker",) if nli_dir is not None else ())
         with cluster:
