@@ -50,8 +50,6 @@ from groundwire_cli.evaluation import grounding
 from groundwire_cli.ingest import SUFFIXES, default_root, find_documents, ingest_with_progress
 from groundwire_core.errors import GroundwireError, Unavailable
 
-DEFAULT_GATEWAY = "http://127.0.0.1:8080"
-
 
 def _resolve_paths(args: argparse.Namespace) -> None:
     """Fills the cluster's folders left unset: flag > environment > settings file >
@@ -114,7 +112,7 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    gateway = args.gateway or lifecycle.running_addr("gateway", DEFAULT_GATEWAY)
+    gateway = args.gateway or lifecycle.running_addr("gateway", lifecycle.DEFAULT_GATEWAY)
     try:
         with httpx.Client(base_url=gateway, timeout=args.timeout) as client:
             outcome = ask(client, args.question, collection=args.collection)
@@ -207,14 +205,10 @@ def _ingest(
     full_reindex: bool = False,
     url_prefix: str = "",
 ) -> int:
-    try:
+    with lifecycle.retriever_at(addr):
         ingest_with_progress(
             addr, collection, files, root=root, full_reindex=full_reindex, url_prefix=url_prefix
         )
-    except Unavailable as error:
-        if error.dependency != "retriever":
-            raise
-        raise lifecycle.no_retriever_at(error, addr) from None
     return 0
 
 
@@ -319,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--gateway",
         default=None,
-        help=f"gateway URL (default: the one `groundwire up` runs, else {DEFAULT_GATEWAY})",
+        help="gateway URL (default: the one `groundwire up` runs, else "
+        f"{lifecycle.DEFAULT_GATEWAY})",
     )
     chat.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
     chat.set_defaults(func=cmd_chat)

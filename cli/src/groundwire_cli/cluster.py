@@ -51,11 +51,14 @@ def use_service_token() -> None:
     GROUNDWIRE_SERVICE_TOKEN, else that of the `groundwire up` running in
     GROUNDWIRE_HOME (for ingest, sources, sync, jobs beside it); else none."""
     environ = user_environment()
-    token = environ.get(SERVICE_TOKEN, "")
-    token_file = groundwire_home(environ) / "run" / TOKEN_FILE
-    if not token and token_file.is_file():
-        token = token_file.read_text().strip()
+    token = environ.get(SERVICE_TOKEN, "") or saved_token(groundwire_home(environ) / "run")
     set_process_token(token or None)
+
+
+def saved_token(run_dir: Path) -> str:
+    """The token the cluster running from ``run_dir`` wrote there ("" when none)."""
+    token_file = run_dir / TOKEN_FILE
+    return token_file.read_text().strip() if token_file.is_file() else ""
 
 
 def free_port() -> int:
@@ -131,10 +134,7 @@ class LocalCluster:
             self.ports.setdefault(name, DEFAULT_PORTS[name])
         if not self.service_token:
             # a command beside a running `groundwire up` uses that cluster's token
-            token_file = self.run_dir / TOKEN_FILE
-            self.service_token = self._user_token() or (
-                token_file.read_text().strip() if token_file.is_file() else ""
-            )
+            self.service_token = self._user_token() or saved_token(self.run_dir)
         # this process's own channels (ingest, sources, the e2e tests) carry it too
         set_process_token(self.service_token or None)
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import grpc
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from groundwire_cli.progress import progress
+from groundwire_cli.progress import advance, progress
 from groundwire_core.errors import BackendFailure, InvalidInput
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
@@ -238,7 +238,7 @@ def ingest_with_progress(
                 files,
                 root=root,
                 url_prefix=url_prefix,
-                on_progress=lambda p: bar.update(p.done - bar.n),
+                on_progress=lambda p: advance(bar, p.done, p.total),
                 full_reindex=full_reindex,
             )
         )

@@ -20,8 +20,7 @@ from google.protobuf.json_format import MessageToDict
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_cli import lifecycle
-from groundwire_cli.progress import progress
-from groundwire_core.errors import Unavailable
+from groundwire_cli.progress import advance, progress
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
 T = TypeVar("T")
@@ -115,20 +114,14 @@ async def watch(
     desc = f"{kind_name(job)} → {job.collection}"
     with progress(total=job.counts.total or None, unit="doc", desc=desc) as bar:
         async for job in stub.WatchJob(retriever_pb2.GetJobRequest(id=job_id)):
-            if job.counts.total and bar.total != job.counts.total:
-                bar.total = job.counts.total
-            bar.update(job.counts.done - bar.n)
+            advance(bar, job.counts.done, job.counts.total)
     return job
 
 
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     addr = args.retriever or lifecycle.running_addr("retriever", lifecycle.DEFAULT_RETRIEVER)
-    try:
+    with lifecycle.retriever_at(addr):
         return _run(args, addr, out)
-    except Unavailable as error:
-        if error.dependency != "retriever":
-            raise
-        raise lifecycle.no_retriever_at(error, addr) from None
 
 
 def _run(args: argparse.Namespace, addr: str, out: TextIO) -> int:

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from groundwire_cli.child_settings import user_environment
+from groundwire_cli.lifecycle import DEFAULT_GATEWAY
 
-DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 ADMIN_KEY_VARIABLE = "GROUNDWIRE_ADMIN_KEY"
 ROLES = ("read", "write", "admin")
 

@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +71,8 @@ def running(run_dir: Path) -> RunningCluster | None:
 
 DEFAULT_RETRIEVER = "127.0.0.1:50053"
 """Where a retriever listens when no `groundwire up` state says otherwise."""
+DEFAULT_GATEWAY = "http://127.0.0.1:8080"
+"""Where the gateway listens when no `groundwire up` state says otherwise."""
 
 
 def running_addr(service: str, default: str) -> str:
@@ -87,6 +91,18 @@ def no_retriever_at(error: Unavailable, addr: str) -> Unavailable:
         "`groundwire up` or point --retriever at a running retriever",
         dependency="retriever",
     )
+
+
+@contextmanager
+def retriever_at(addr: str) -> Iterator[None]:
+    """Calls to the retriever at ``addr``: its Unavailable is raised again as
+    ``no_retriever_at`` words it; any other error passes unchanged."""
+    try:
+        yield
+    except Unavailable as error:
+        if error.dependency != "retriever":
+            raise
+        raise no_retriever_at(error, addr) from None
 
 
 def _write_state(run_dir: Path, cluster: LocalCluster) -> Path:

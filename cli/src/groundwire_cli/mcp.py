@@ -33,8 +33,8 @@ from mcp_types import (
 )
 
 from groundwire_cli.child_settings import user_environment
+from groundwire_cli.lifecycle import DEFAULT_GATEWAY
 
-DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 API_KEY_VARIABLE = "GROUNDWIRE_API_KEY"
 # MCP's own client defaults: connect within 30 s; an `ask` may stream for minutes
 TIMEOUT = httpx2.Timeout(30.0, read=300.0)

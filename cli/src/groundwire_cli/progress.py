@@ -26,3 +26,11 @@ def progress(iterable: Iterable[T] | None = None, **options: Any) -> tqdm[T]:
     if not options["file"].isatty():
         options.setdefault("mininterval", LOG_INTERVAL_S)
     return tqdm(iterable, **options)
+
+
+def advance(bar: tqdm[Any], done: int, total: int) -> None:
+    """Moves ``bar`` to ``done`` of ``total``, for work that reports how far it has got
+    (a job): a total of 0 is not known yet, a known one may grow."""
+    if total and bar.total != total:
+        bar.total = total
+    bar.update(done - bar.n)

@@ -17,7 +17,6 @@ from typing import TextIO
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_cli import lifecycle
-from groundwire_core.errors import Unavailable
 from groundwire_core.grpc.client import create_channel, rpc_errors
 
 PAGE = 500
@@ -102,12 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     addr = args.retriever or lifecycle.running_addr("retriever", lifecycle.DEFAULT_RETRIEVER)
-    try:
+    with lifecycle.retriever_at(addr):
         rows = asyncio.run(list_sources(addr, args.collection))
-    except Unavailable as error:
-        if error.dependency != "retriever":
-            raise
-        raise lifecycle.no_retriever_at(error, addr) from None
     if args.json:
         json.dump([asdict(r) for r in rows], out, indent=2)
         out.write("\n")

@@ -36,8 +36,8 @@ from groundwire_cli import config as config_cli
 from groundwire_cli import lifecycle
 from groundwire_cli.child_settings import user_environment
 from groundwire_cli.ingest import run_job
-from groundwire_cli.progress import progress
-from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_cli.progress import advance, progress
+from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel, rpc_errors
 from groundwire_core.urls import is_web_url
 
@@ -324,12 +324,8 @@ def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     failed = 0
     reports: list[dict[str, Any]] = []
     for collection, d in _definitions(args).items():
-        try:
+        with lifecycle.retriever_at(addr):
             report, job_id = _with_bars(addr, collection, d, args.dry_run)
-        except Unavailable as error:
-            if error.dependency != "retriever":
-                raise
-            raise lifecycle.no_retriever_at(error, addr) from None
         failed += sum(s.outcome == "failed" for s in report.sources)
         reports.append(as_json(report, job_id))
         if not args.json:
@@ -352,11 +348,7 @@ def _with_bars(
             report = asyncio.run(preview(addr, collection, d, on_progress=lambda _: scan.update(1)))
         return report, ""
     with progress(total=None, unit="src", desc=f"sync → {collection}") as bar:
-
-        def tick(p: retriever_pb2.IngestProgress) -> None:
-            if p.total and bar.total != p.total:  # grows while the scan runs
-                bar.total = p.total
-            bar.update(p.done - bar.n)
-
-        job = asyncio.run(sync_job(addr, collection, d, on_progress=tick))
+        job = asyncio.run(  # the total grows while the scan runs
+            sync_job(addr, collection, d, on_progress=lambda p: advance(bar, p.done, p.total))
+        )
     return job_report(job), job.id

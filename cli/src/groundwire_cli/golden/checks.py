@@ -58,13 +58,18 @@ def check_cites_any(expected: Sequence[str], outcome: ChatOutcome) -> CheckResul
     )
 
 
+def declined(outcome: ChatOutcome) -> bool:
+    """Whether the chain declined: mode declined, nothing cited."""
+    return outcome.mode == "declined" and not outcome.citations
+
+
 def check_declines(expected: bool, outcome: ChatOutcome) -> CheckResult:
     """A decline (mode declined, nothing cited), judged in every answer mode: the
     coverage stage declines without a language model too."""
-    declined = outcome.mode == "declined" and not outcome.citations
+    did_decline = declined(outcome)
     n = len(outcome.citations)
-    if declined == expected:
-        what = "declined with no citations" if declined else f"answered ({outcome.mode})"
+    if did_decline == expected:
+        what = "declined with no citations" if did_decline else f"answered ({outcome.mode})"
         return CheckResult("declines", "pass", what)
     coverage = outcome.stage("coverage")
     evidence = ""
@@ -138,10 +143,9 @@ def check_spans_valid(outcome: ChatOutcome) -> CheckResult:
 
 
 def check_refuses(expected: bool, outcome: ChatOutcome) -> CheckResult:
-    declined = outcome.mode == "declined" and not outcome.citations
     n = len(outcome.citations)
     if expected:
-        if declined:
+        if declined(outcome):
             return CheckResult("refuses", "pass", "declined with no citations")
         if outcome.mode == "extractive":
             return CheckResult(
