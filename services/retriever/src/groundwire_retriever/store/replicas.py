@@ -176,13 +176,7 @@ class WriteLeases:
         }
         sent = time.monotonic()
         with self._session(f"save the state of collection {name!r}") as client:
-            client.set_payload(
-                STATE_COLLECTION,
-                payload=payload,
-                points=models.FilterSelector(filter=self._owned(name, token)),
-                wait=True,
-                ordering=_STRONG,
-            )
+            self._set_if(client, name, token, self.policy.holder, payload)
             now = self._read(client, name)
         if now.get("token") != token or now.get("holder") != self.policy.holder:
             self._tokens.pop(name, None)
@@ -218,15 +212,24 @@ class WriteLeases:
     def _point_id(name: str) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"groundwire-lease:{name}"))
 
-    def _owned(self, name: str, token: int) -> models.Filter:
-        return models.Filter(
+    def _set_if(
+        self, client: QdrantClient, name: str, token: int, holder: str, payload: dict[str, Any]
+    ) -> None:
+        """Set ``payload`` on the point of ``name`` iff its ``token`` and ``holder`` are
+        still these: one conditional update, which Qdrant applies atomically."""
+        match = models.Filter(
             must=[
                 models.HasIdCondition(has_id=[self._point_id(name)]),
                 models.FieldCondition(key="token", match=models.MatchValue(value=token)),
-                models.FieldCondition(
-                    key="holder", match=models.MatchValue(value=self.policy.holder)
-                ),
+                models.FieldCondition(key="holder", match=models.MatchValue(value=holder)),
             ]
+        )
+        client.set_payload(
+            STATE_COLLECTION,
+            payload=payload,
+            points=models.FilterSelector(filter=match),
+            wait=True,
+            ordering=_STRONG,
         )
 
     def _read(self, client: QdrantClient, name: str) -> dict[str, Any]:
@@ -267,22 +270,9 @@ class WriteLeases:
             return None, holder
         # a takeover from another holder fences it; our own lease keeps its token
         new = token if holder == me and self._tokens.get(name) == token else token + 1
-        match = models.Filter(
-            must=[
-                models.HasIdCondition(has_id=[self._point_id(name)]),
-                models.FieldCondition(key="token", match=models.MatchValue(value=token)),
-                models.FieldCondition(key="holder", match=models.MatchValue(value=holder)),
-            ]
-        )
         lease = {"holder": me, "token": new, "expires_at": time.time() + self.policy.lease_s}
         sent = time.monotonic()
-        client.set_payload(
-            STATE_COLLECTION,
-            payload=lease,
-            points=models.FilterSelector(filter=match),
-            wait=True,
-            ordering=_STRONG,
-        )
+        self._set_if(client, name, token, holder, lease)
         now = self._read(client, name)
         if now.get("holder") != me or now.get("token") != new:
             return None, str(now.get("holder", ""))  # another replica won the race
@@ -298,12 +288,6 @@ class WriteLeases:
         """Expire the lease now, keeping the token (matches nothing once fenced)."""
         try:
             with self._session(f"release the write lease of collection {name!r}") as client:
-                client.set_payload(
-                    STATE_COLLECTION,
-                    payload={"expires_at": 0.0},
-                    points=models.FilterSelector(filter=self._owned(name, token)),
-                    wait=True,
-                    ordering=_STRONG,
-                )
+                self._set_if(client, name, token, self.policy.holder, {"expires_at": 0.0})
         except Exception:  # it expires by itself
             log.exception("collection %s: could not release the write lease", name)

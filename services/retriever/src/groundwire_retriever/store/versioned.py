@@ -147,6 +147,14 @@ def _meta(
     }
 
 
+def _revisions(meta: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The (pending, retired) revisions ``_meta`` recorded."""
+    revisions = meta.get("revisions") or {}
+    pending = {str(k): str(v) for k, v in (revisions.get("pending") or {}).items()}
+    retired = {str(k): str(v) for k, v in (revisions.get("retired") or {}).items()}
+    return pending, retired
+
+
 class _Generation:
     """One physical collection and its revision state (guarded by the collection's
     write lock)."""
@@ -404,12 +412,9 @@ class VersionedStore:
         coll = self._find(staged.collection)
         if coll is None:
             return
-        lease = self._leases.holding(coll.name) if self._leases else contextlib.nullcontext(0)
-        with lease, coll.write_lock:
-            if coll.closed:
+        with self._write_locked(coll) as is_open:
+            if not is_open:
                 return
-            if self._leases is not None:
-                self._pull(coll)  # save on top of what other replicas wrote
             for gen in (coll.current, coll.building):
                 if gen is not None and gen.id == staged.generation:
                     if staged.revision in gen.pending:
@@ -655,17 +660,21 @@ class VersionedStore:
 
     @contextmanager
     def _writing(self, coll: _Collection) -> Iterator[_Generation]:
-        if self._leases is None:
-            with coll.write_lock:
-                if coll.closed:
-                    raise NotFound(f"collection {coll.name!r} does not exist")
-                yield coll.current
-            return
-        with self._leases.holding(coll.name), coll.write_lock:
-            if coll.closed:
+        with self._write_locked(coll) as is_open:
+            if not is_open:
                 raise NotFound(f"collection {coll.name!r} does not exist")
-            self._pull(coll)  # another replica may have written since the last refresh
             yield coll.current
+
+    @contextmanager
+    def _write_locked(self, coll: _Collection) -> Iterator[bool]:
+        """Hold ``coll``'s write lock and, with replicas, its lease, having adopted the
+        shared state (another replica may have written since the last refresh).
+        Yields whether the collection is still open (dropped: nothing adopted)."""
+        lease = self._leases.holding(coll.name) if self._leases else contextlib.nullcontext(0)
+        with lease, coll.write_lock:
+            if not coll.closed and self._leases is not None:
+                self._pull(coll)
+            yield not coll.closed
 
     # ------------------------------------------------------------ internals: replicas
 
@@ -718,9 +727,7 @@ class VersionedStore:
         readers of ``coll`` see (caller holds its write lock)."""
         gen = coll.current
         if found.generation == gen.id:  # the usual case: no new BM25 model to build
-            revisions = found.meta.get("revisions") or {}
-            gen.pending = {str(k): str(v) for k, v in (revisions.get("pending") or {}).items()}
-            gen.retired = {str(k): str(v) for k, v in (revisions.get("retired") or {}).items()}
+            gen.pending, gen.retired = _revisions(found.meta)
         else:
             gen = self._generation(coll.name, found)
         self._install(coll, gen, wait=False)
@@ -827,9 +834,7 @@ class VersionedStore:
     def _generation(self, name: str, found: StoredCollection) -> _Generation:
         try:
             spec, settings = spec_from_json(found.meta)
-            revisions = found.meta.get("revisions") or {}
-            pending = {str(k): str(v) for k, v in (revisions.get("pending") or {}).items()}
-            retired = {str(k): str(v) for k, v in (revisions.get("retired") or {}).items()}
+            pending, retired = _revisions(found.meta)
         except (KeyError, TypeError, ValueError, AttributeError):
             log.exception("unreadable metadata of collection %s", name)
             raise BackendFailure(
