@@ -22,9 +22,9 @@ on both engines, and one read instead of a second search.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,13 +40,10 @@ __all__ = ["MAX_DEPTH", "max_sim", "multi_values", "rerank", "rescore", "unit_ro
 MAX_DEPTH = 1000
 """The most candidates one search may rescore (each is a vector read)."""
 
-T = TypeVar("T")
 
-
-def unit_rows(rows: Sequence[Sequence[float]], what: str) -> np.ndarray:
-    """``rows`` as a float32 matrix with unit-length rows (the engines store the
-    multivector under cosine distance, i.e. normalised). Raises InvalidInput for an
-    empty, ragged or non-finite matrix."""
+def _matrix(rows: Sequence[Sequence[float]], what: str) -> np.ndarray:
+    """``rows`` as a float32 matrix. Raises InvalidInput for an empty, ragged or
+    non-finite matrix."""
     try:
         matrix = np.asarray(rows, dtype=np.float32)
     except ValueError:
@@ -55,6 +52,14 @@ def unit_rows(rows: Sequence[Sequence[float]], what: str) -> np.ndarray:
         raise InvalidInput(f"{what} must be a non-empty list of vectors")
     if not np.isfinite(matrix).all():
         raise InvalidInput(f"{what} has a non-finite value")
+    return matrix
+
+
+def unit_rows(rows: Sequence[Sequence[float]], what: str) -> np.ndarray:
+    """``rows`` as a float32 matrix with unit-length rows (the engines store the
+    multivector under cosine distance, i.e. normalised). Raises InvalidInput for an
+    empty, ragged or non-finite matrix."""
+    matrix = _matrix(rows, what)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms > 0.0, norms, 1.0)
 
@@ -65,26 +70,26 @@ def max_sim(query: np.ndarray, document: np.ndarray) -> float:
 
 
 def rerank(
-    candidates: Sequence[T],
-    key: Callable[[T], Hashable],
+    candidates: Sequence[FusedHit],
     query: np.ndarray,
     stored: Mapping[Hashable, Sequence[Sequence[float]]],
     depth: int,
-) -> tuple[list[T], dict[Hashable, float]]:
+) -> tuple[list[FusedHit], dict[Hashable, float]]:
     """``candidates`` (best first) with the top ``depth`` reordered by MaxSim against
-    their ``stored`` multi-vectors (by ``key``), and the MaxSim score of each rescored
+    their ``stored`` multi-vectors (by point id), and the MaxSim score of each rescored
     one. A head candidate without stored vectors (written before the collection kept
     them) follows the scored ones; the order is stable on equal scores."""
     head, tail = list(candidates[:depth]), list(candidates[depth:])
     scores: dict[Hashable, float] = {}
     for candidate in head:
-        vectors = stored.get(key(candidate))
+        vectors = stored.get(candidate.point_id)
         if vectors:
-            scores[key(candidate)] = max_sim(query, unit_rows(vectors, "a stored multi-vector"))
+            matrix = unit_rows(vectors, "a stored multi-vector")
+            scores[candidate.point_id] = max_sim(query, matrix)
     scored = sorted(
-        (c for c in head if key(c) in scores), key=lambda c: scores[key(c)], reverse=True
+        (c for c in head if c.point_id in scores), key=lambda c: scores[c.point_id], reverse=True
     )
-    unscored = [c for c in head if key(c) not in scores]
+    unscored = [c for c in head if c.point_id not in scores]
     return [*scored, *unscored, *tail], scores
 
 
@@ -93,10 +98,11 @@ def multi_values(multi: Sequence[Sequence[float]], dims: int, what: str) -> list
     collection without multi-vectors (``dims`` 0), or a wrong width."""
     if not dims:
         raise InvalidInput(f"{what} is given but the collection keeps no multi-vectors")
-    matrix = unit_rows(multi, what)
+    matrix = _matrix(multi, what)  # checked only: the engines normalise what is stored
     if matrix.shape[1] != dims:
         raise InvalidInput(f"{what} has {matrix.shape[1]} dimensions, expected {dims}")
-    return [[float(x) for x in row] for row in multi]
+    # plain floats, by map (half a million per 512-token chunk, on every ingest)
+    return [list(map(float, row)) for row in multi]
 
 
 def widened(query: SearchQuery, fused: SearchQuery) -> SearchQuery:
@@ -146,6 +152,6 @@ def rescore(
         )
     head = fused[:depth]
     stored = engine.multi_vectors(generation, [f.point_id for f in head]) if head else {}
-    order, scores = rerank(fused, lambda f: f.point_id, matrix, stored, depth)
+    order, scores = rerank(fused, matrix, stored, depth)
     ms = (time.perf_counter() - started) * 1000.0
     return order[:keep], LateInteractionReport(rescored=len(scores), ms=ms)
