@@ -67,7 +67,6 @@ class Entailer(ServedPairs[LabelProbs]):
             warm_up=WARM_UP,
             lanes=lanes,
         )
-        self._max_batch_pairs = max_batch_pairs
 
     async def entail(self, pairs: Sequence[Pair]) -> EntailOutcome:
         """Probabilities (entailment, neutral, contradiction) of each pair, in order.
@@ -75,10 +74,7 @@ class Entailer(ServedPairs[LabelProbs]):
         Raises InvalidInput (no pairs, too many, an empty hypothesis), Unavailable (no
         model, not warmed up, model failure) and Overloaded (queue full, retry-after).
         """
-        if not pairs:
-            raise InvalidInput(f"pairs is empty: send 1 to {self._max_batch_pairs}")
-        if len(pairs) > self._max_batch_pairs:
-            raise InvalidInput(f"at most {self._max_batch_pairs} pairs per call (got {len(pairs)})")
+        self._check_count(len(pairs), "pairs")
         for i, (_, hypothesis) in enumerate(pairs):
             if not hypothesis.strip():
                 raise InvalidInput(f"pair {i} has an empty hypothesis")

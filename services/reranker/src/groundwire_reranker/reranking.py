@@ -79,7 +79,6 @@ class Reranker(ServedPairs[float]):
             warm_up=WARM_UP,
             lanes=lanes,
         )
-        self._max_batch_passages = max_batch_passages
 
     async def rerank(
         self,
@@ -98,12 +97,7 @@ class Reranker(ServedPairs[float]):
         """
         if not query.strip():
             raise InvalidInput("query is empty")
-        if not passages:
-            raise InvalidInput(f"passages is empty: send 1 to {self._max_batch_passages}")
-        if len(passages) > self._max_batch_passages:
-            raise InvalidInput(
-                f"at most {self._max_batch_passages} passages per call (got {len(passages)})"
-            )
+        self._check_count(len(passages), "passages")
         if top_n < 0:
             raise InvalidInput("top_n must be 0 (keep all) or positive")
         if threshold is not None and math.isnan(threshold):
@@ -130,7 +124,7 @@ class Reranker(ServedPairs[float]):
             model_id=manifest.model_id if manifest else "",
             profile=manifest.profile if manifest else "",
             max_tokens=manifest.max_tokens if manifest else 0,
-            max_batch_passages=self._max_batch_passages,
+            max_batch_passages=self._max_batch_items,
             queue_depth=engine.queue_depth if engine is not None else 0,
             ms_per_passage=engine.ms_per_item if engine is not None else 0.0,
             quantized=manifest.quantized if manifest else False,

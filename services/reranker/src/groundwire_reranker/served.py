@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from groundwire_core.batching import BatchingEngine, BatchResult
-from groundwire_core.errors import Unavailable
+from groundwire_core.errors import InvalidInput, Unavailable
 from groundwire_reranker.models.cross_encoder import Pair
 from groundwire_reranker.models.manifest import CrossEncoderManifest
 
@@ -57,6 +57,7 @@ class ServedPairs(Generic[Out]):
     ) -> None:
         self._model = model
         self._no_model = no_model
+        self._max_batch_items = max_batch_items
         self._engine: BatchingEngine[Pair, Out] | None = None
         if model is not None:
             self._engine = BatchingEngine(
@@ -80,6 +81,13 @@ class ServedPairs(Generic[Out]):
     async def stop(self) -> None:
         if self._engine is not None:
             await self._engine.stop()
+
+    def _check_count(self, count: int, noun: str) -> None:
+        """Raises InvalidInput unless 1 to ``max_batch_items`` ``noun`` were sent."""
+        if not count:
+            raise InvalidInput(f"{noun} is empty: send 1 to {self._max_batch_items}")
+        if count > self._max_batch_items:
+            raise InvalidInput(f"at most {self._max_batch_items} {noun} per call (got {count})")
 
     async def _submit(self, pairs: list[Pair]) -> BatchResult[Out]:
         """The pairs' results. Raises Unavailable (no model, not warmed up, model

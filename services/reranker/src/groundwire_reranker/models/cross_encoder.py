@@ -206,13 +206,8 @@ class PairClassifier:
         passages: list[str] = []
         query_of: list[int] = []
         passage_cut = manifest.max_tokens * CHARS_PER_TOKEN_BOUND
-        for i, pair in enumerate(pairs):
-            if (
-                not isinstance(pair, tuple)
-                or len(pair) != 2
-                or not all(isinstance(t, str) for t in pair)
-            ):
-                raise InvalidInput(f"pair {i} is not a (query, passage) pair of strings")
+        check_pairs(pairs, "(query, passage)")
+        for pair in pairs:
             query_of.append(queries.setdefault(pair[0], len(queries)))
             passages.append(pair[1][:passage_cut])
         query_cut = manifest.query_max_tokens * CHARS_PER_TOKEN_BOUND
@@ -327,6 +322,17 @@ class OnnxCrossEncoder(PairClassifier):
         """The three steps in sequence (no batching engine): scores in [0, 1]."""
         batch = self.tokenize(pairs)
         return self.postprocess(batch, self.infer(batch))
+
+
+def check_pairs(pairs: Sequence[Pair], shape: str) -> None:
+    """Raises InvalidInput for an item that is not two strings (``shape`` names them)."""
+    for i, pair in enumerate(pairs):
+        if (
+            not isinstance(pair, tuple)
+            or len(pair) != 2
+            or not all(isinstance(t, str) for t in pair)
+        ):
+            raise InvalidInput(f"pair {i} is not a {shape} pair of strings")
 
 
 def estimate_text_tokens(text: str, limit: int) -> int:

@@ -26,6 +26,7 @@ from groundwire_reranker.models.cross_encoder import (
     PairBatch,
     PairClassifier,
     _encode,
+    check_pairs,
 )
 from groundwire_reranker.models.manifest import NLI_LABELS, CrossEncoderManifest
 
@@ -57,13 +58,7 @@ class OnnxNliModel(PairClassifier):
         """
         pieces, joiner = self._require_tokenizers()
         manifest = self.manifest
-        for i, pair in enumerate(pairs):
-            if (
-                not isinstance(pair, tuple)
-                or len(pair) != 2
-                or not all(isinstance(t, str) for t in pair)
-            ):
-                raise InvalidInput(f"pair {i} is not a (premise, hypothesis) pair of strings")
+        check_pairs(pairs, "(premise, hypothesis)")
         text_cut = manifest.max_tokens * CHARS_PER_TOKEN_BOUND
         premises = _encode(pieces, [p[:text_cut] for p, _ in pairs])
         hypotheses = _encode(pieces, [h[:text_cut] for _, h in pairs])
