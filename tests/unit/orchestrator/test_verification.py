@@ -5,6 +5,7 @@ similarity score reported as ``similarity``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,11 +15,17 @@ from groundwire_orchestrator.domain import NumberedSource, Verification
 from groundwire_orchestrator.llm.base import LLMRequest
 from groundwire_orchestrator.stages.citations import CitationVerifier, VerificationInput
 from groundwire_orchestrator.text.passages import PassageVectors
-from groundwire_orchestrator.verification.base import Claim
+from groundwire_orchestrator.verification.base import Claim, Judgement, Method
 from groundwire_orchestrator.verification.chain import VerifierChain, parse_order
 from groundwire_orchestrator.verification.judge import LlmJudge, judge_message
 from groundwire_orchestrator.verification.similarity import SimilarityVerifier
-from tests.unit.orchestrator.doubles import FakeEmbedder, Scripted, ScriptedLLM, chunk
+from tests.unit.orchestrator.doubles import (
+    FakeEmbedder,
+    FakeReranker,
+    Scripted,
+    ScriptedLLM,
+    chunk,
+)
 
 PASSAGE = (
     "Rate limits are enforced per API key. Each key may send sixty requests per\n"
@@ -164,20 +171,19 @@ async def test_citations_report_the_method_and_the_chain_says_what_it_proves() -
 
 
 async def test_readiness_is_probed_at_most_once_per_ttl() -> None:
-    from groundwire_orchestrator.verification.chain import CachedReadiness
+    from groundwire_orchestrator.clients.reranker import RerankerLoad
+    from groundwire_orchestrator.stages.rerank import RerankerLoadCache
+    from groundwire_orchestrator.wiring import entailment_ready
 
     now = [0.0]
-    answers = [False, True]
-    probes: list[float] = []
-
-    async def probe() -> bool:
-        probes.append(now[0])
-        return answers[len(probes) - 1]
-
-    ready = CachedReadiness(probe, ttl_s=1.0, clock=lambda: now[0])
+    reranker = FakeReranker(load_value=RerankerLoad(True, 0, 0.0, 256, entailment_ready=False))
+    info = RerankerLoadCache(reranker, ttl_s=1.0, timeout_s=1.0, clock=lambda: now[0])
+    ready = entailment_ready(info)
     assert await ready() is False and await ready() is False
+    assert reranker.load_calls == 1
+    reranker.load_value = RerankerLoad(True, 0, 0.0, 256, entailment_ready=True)
     now[0] = 1.5
-    assert await ready() is True and probes == [0.0, 1.5]
+    assert await ready() is True and reranker.load_calls == 2
 
 
 async def test_a_first_verifier_not_ready_is_named_in_the_fallback() -> None:
@@ -200,3 +206,29 @@ async def test_a_first_verifier_not_ready_is_named_in_the_fallback() -> None:
 
 async def _never_ready() -> bool:
     return False
+
+
+class _Unchecking:
+    """A first verifier that cannot judge: its reason ends with a parenthesis."""
+
+    @property
+    def method(self) -> Method:
+        return "nli"
+
+    async def judge(self, claims: Sequence[Claim]) -> list[Judgement]:
+        why = "reranker: unavailable (no NLI model)"
+        return [Judgement(Verification.UNCHECKED, 0.0, "nli", reason=why)] * len(claims)
+
+
+async def test_the_fallback_reason_keeps_the_first_verifiers_words_whole() -> None:
+    chain = VerifierChain(
+        [_Unchecking(), SimilarityVerifier(PassageVectors(FakeEmbedder()), threshold=0.5)]
+    )
+    verifier = CitationVerifier(FakeEmbedder(), threshold=0.5, chain=chain)
+    _, report = await verifier.run(
+        VerificationInput(f"{SUPPORTED[:-1]} [1].", {1: NumberedSource(1, chunk(1, PASSAGE))}.get)
+    )
+    assert report.reason == (
+        "nli could not judge 1 citation(s) (nli: reranker: unavailable (no NLI model)): "
+        "similarity used"
+    )

@@ -420,15 +420,16 @@ class Pipeline:
             report.details["context_tokens"] = str(tokens)
             answer_span.record(report, tokens=tokens)
         stages.append(report)
+        if mode == "declined":
+            gate = None  # a decline bypasses the gate (only flagged passages matched)
         if answered.pending and text:  # not streamed by anyone: it is one piece
             piece = AnswerDelta(text)
-            checked = gate is not None and mode != "declined"
-            for shown in await gate.pass_event(piece) if gate and checked else [piece]:
+            for shown in await gate.pass_event(piece) if gate else [piece]:
                 yield shown
         withheld: tuple[Withheld, ...] = ()
-        # a decline that bypassed the gate (only flagged passages matched) is the text
-        gated = gate is not None and gate.holds and mode != "declined"
-        if gate is not None and gated:
+        if gate is not None and not gate.holds:
+            gate = None  # no answer text went through it
+        if gate is not None:
             # verify before show: the deltas were checked as they came
             events, citations_report = await run_stage("citations", gate.close())
             for shown in events:
@@ -442,7 +443,7 @@ class Pipeline:
             mode = "declined"
         if mode == "generated" and is_decline(text):
             mode = "declined"
-        if gate is not None and gated:
+        if gate is not None:
             citations = () if mode == "declined" else gate.citations
         else:
             # a decline cites nothing: attaching sources to it would suggest they support it

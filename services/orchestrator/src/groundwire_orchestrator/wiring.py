@@ -27,17 +27,12 @@ from groundwire_orchestrator.stages.citations import CitationVerifier
 from groundwire_orchestrator.stages.coverage import CoverageParams, CoverageStage
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
 from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
-from groundwire_orchestrator.stages.rerank import RerankStage
+from groundwire_orchestrator.stages.rerank import RerankerLoadCache, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
 from groundwire_orchestrator.text.passages import PassageVectors
 from groundwire_orchestrator.verification.base import ClaimVerifier, Method
-from groundwire_orchestrator.verification.chain import (
-    CachedReadiness,
-    ReadyCheck,
-    VerifierChain,
-    parse_order,
-)
+from groundwire_orchestrator.verification.chain import ReadyCheck, VerifierChain, parse_order
 from groundwire_orchestrator.verification.judge import LlmJudge
 from groundwire_orchestrator.verification.nli import NliThresholds, NliVerifier
 from groundwire_orchestrator.verification.similarity import SimilarityVerifier
@@ -45,12 +40,19 @@ from groundwire_orchestrator.verification.similarity import SimilarityVerifier
 READ_DOCUMENT_MAX_CHUNKS = 200
 
 
-def _entailment_ready(reranker: RerankerClient, timeout_s: float) -> ReadyCheck:
-    """Whether the reranker serves an NLI model now (its Info; False when it is down)."""
+def _info_cache(settings: OrchestratorSettings, reranker: RerankerClient) -> RerankerLoadCache:
+    """The reranker's Info, re-read every RERANKER_INFO_TTL_S."""
+    timeout_s = min(settings.rerank_timeout_s, 1.0)
+    return RerankerLoadCache(reranker, ttl_s=settings.reranker_info_ttl_s, timeout_s=timeout_s)
+
+
+def entailment_ready(info: RerankerLoadCache) -> ReadyCheck:
+    """Whether the reranker serves an NLI model now (its cached Info, probed within the
+    cache's own timeout; False when it is down)."""
 
     async def probe() -> bool:
         try:
-            return (await reranker.load(timeout_s=timeout_s)).entailment_ready
+            return (await info.get()).entailment_ready
         except GroundwireError:
             return False
 
@@ -63,10 +65,12 @@ def build_verifiers(
     llm: LLMProvider | None,
     passages: PassageVectors,
     reranker: RerankerClient | None = None,
+    info: RerankerLoadCache | None = None,
 ) -> VerifierChain:
     """The citation verifiers in CITATION_VERIFIERS order, those not configured left
     out (no reranker, no LLM); the NLI verifier is skipped while the reranker serves no
-    NLI model (its Info, re-read every RERANKER_INFO_TTL_S)."""
+    NLI model (``info``: the reranker's Info cache shared with the rerank stage; one of
+    its own when None)."""
     s = settings
     available: dict[str, ClaimVerifier | None] = {
         "nli": NliVerifier(
@@ -87,9 +91,10 @@ def build_verifiers(
     }
     ready: dict[Method, ReadyCheck] = {}
     if reranker is not None:
-        # short: a hung reranker must not hold every answer's citation check for long
-        probe = _entailment_ready(reranker, min(0.5, s.rerank_timeout_s))
-        ready["nli"] = CachedReadiness(probe, ttl_s=s.reranker_info_ttl_s)
+        # the Info the rerank stage reads (one probe per TTL, failures cached too, so a
+        # hung reranker holds at most one answer's check, for at most its timeout)
+        info = info or _info_cache(s, reranker)
+        ready["nli"] = entailment_ready(info)
     return VerifierChain(
         [v for m in parse_order(s.citation_verifiers) if (v := available[m]) is not None],
         ready,
@@ -110,11 +115,13 @@ def build_pipeline(
     s = settings
     query = query_embedder or embedder
     passages = PassageVectors(embedder)  # chunk-text vectors, shared by two stages
+    # the reranker's Info, read by three: one probe per TTL, not one each
+    info = _info_cache(s, reranker) if reranker is not None else None
     verifier = CitationVerifier(
         embedder,
         threshold=s.citation_support_threshold,
         passages=passages,
-        chain=build_verifiers(s, llm=llm, passages=passages, reranker=reranker),
+        chain=build_verifiers(s, llm=llm, passages=passages, reranker=reranker, info=info),
     )
     answer = (
         GroundedAnswerStage(
@@ -135,7 +142,7 @@ def build_pipeline(
         timeout_s=s.rerank_timeout_s,
         budget_ms=s.rerank_budget_ms,
         min_candidates=s.rerank_min_candidates,
-        info_ttl_s=s.reranker_info_ttl_s,
+        load=info,
     )
     return Pipeline(
         analysis=QueryAnalysisStage(
@@ -167,6 +174,7 @@ def build_pipeline(
             passages=passages,
             reranker=reranker if s.extractive_cross_encoder else None,
             rerank_timeout_s=s.rerank_timeout_s,
+            load=info,
         ),
         verifier=verifier,
         reader=SourceReader(query, retriever, max_chunks=READ_DOCUMENT_MAX_CHUNKS),

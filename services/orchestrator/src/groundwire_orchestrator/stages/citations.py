@@ -22,6 +22,7 @@ Every verifier failing -> citations UNCHECKED (support 0) and the stage reports 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -140,6 +141,14 @@ def is_quote(quote: str, cand: Candidate) -> bool:
     return bool(bare) and bare in chunk
 
 
+def tally(citations: Sequence[Citation], methods: Sequence[str]) -> dict[str, str]:
+    """The report's counts: each status over ``citations``, then each of ``methods``
+    (as ``method_<name>``, in order of first appearance)."""
+    counts = {s.value: str(sum(c.status is s for c in citations)) for s in Verification}
+    counts.update((f"method_{m}", str(n)) for m, n in Counter(methods).items())
+    return counts
+
+
 @dataclass(frozen=True)
 class VerificationInput:
     text: str
@@ -248,11 +257,7 @@ class CitationVerifier:
             details["verbatim"] = str(verbatim)
         if injected:
             details["repeats_injection"] = str(len(injected))
-        for status in Verification:
-            details[status.value] = str(sum(c.status is status for c in citations))
-        methods = [j.method for j in judged.values()]
-        for method in dict.fromkeys(methods):
-            details[f"method_{method}"] = str(methods.count(method))
+        details.update(tally(citations, [j.method for j in judged.values()]))
         return citations, details, list(judged.values())
 
     def failure(self, judgements: Sequence[Judgement]) -> tuple[str, str]:
@@ -267,6 +272,6 @@ class CitationVerifier:
             why = unchecked[0].reason or "the check could not run"
             return f"citations are unchecked: {why}", _DEPENDENCY.get(unchecked[0].method, "")
         used = ", ".join(dict.fromkeys(j.method for j in fell))
-        why = fell[0].reason.partition("fell back (")[2].rstrip(")")
+        why = fell[0].fell_back
         reason = f"{first} could not judge {len(fell)} citation(s) ({why}): {used} used"
         return reason, _DEPENDENCY[first]

@@ -239,12 +239,14 @@ class ExtractiveAnswerStage:
         passages: PassageVectors | None = None,
         reranker: Reranker | None = None,
         rerank_timeout_s: float = 2.0,
+        load: RerankerLoadCache | None = None,
     ) -> None:
         """``passages``: the chunk-text vectors shared with the citation check (one of
         this stage's own when None). ``min_score``: the score a sentence needs to be
         quoted (embedder scoring); nothing is answered when no sentence has it (0 =
         always answer). ``reranker``: scores the units when it answers (the embedder
-        otherwise)."""
+        otherwise). ``load``: the reranker's Info cache shared with the rerank stage
+        (one of this stage's own when None)."""
         self._embedder = embedder
         if passages is None and embedder is not None:
             passages = PassageVectors(embedder)
@@ -258,11 +260,9 @@ class ExtractiveAnswerStage:
         self._rerank_timeout_s = rerank_timeout_s
         # the reranker's Info, cached: a reranker with no model (the offline profile)
         # is not asked to score every answer's units
-        self._load = (
-            RerankerLoadCache(reranker, ttl_s=1.0, timeout_s=min(rerank_timeout_s, 1.0))
-            if reranker is not None
-            else None
-        )
+        if load is None and reranker is not None:
+            load = RerankerLoadCache(reranker, ttl_s=1.0, timeout_s=min(rerank_timeout_s, 1.0))
+        self._load = load if reranker is not None else None
 
     async def _semantic(
         self, query: str, candidates: Sequence[_Candidate]

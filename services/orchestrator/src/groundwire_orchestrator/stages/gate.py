@@ -46,6 +46,7 @@ from groundwire_orchestrator.stages.citations import (
     CitedSentence,
     answer_units,
     parse_unit,
+    tally,
 )
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX, is_decline
 from groundwire_orchestrator.text.quotes import closes, fence_of
@@ -172,20 +173,16 @@ class VerifyBeforeShow:
         }
         if t.verbatim:
             details["verbatim"] = str(t.verbatim)
-        for status in Verification:
-            details[status.value] = str(sum(c.status is status for c in self._citations))
-        methods = [c.method for c in self._citations]
-        for method in dict.fromkeys(methods):
-            details[f"method_{method}"] = str(methods.count(method))
+        details.update(tally(self._citations, [c.method for c in self._citations]))
         reason, dependency = self._verifier.failure(t.judgements)
         return StageReport("citations", t.ms, bool(reason), reason, dependency, details)
 
     def _complete(self, final: bool) -> list[tuple[tuple[int, int], str | None]]:
         text = self._pending
-        open_at = _open_fence_start(text)
-        units = answer_units(text if open_at is None else text[:open_at])
         if final:
             return answer_units(text)
+        open_at = _open_fence_start(text)
+        units = answer_units(text if open_at is None else text[:open_at])
         done = []
         for k, (span, block) in enumerate(units):
             if k + 1 >= len(units):

@@ -86,7 +86,9 @@ class RerankInput:
 
 class RerankerLoadCache:
     """The reranker's Info, cached for ``ttl_s`` (failures too, so a down reranker is
-    not probed on every request, while a restarted one is noticed within ``ttl_s``)."""
+    not probed on every request, while a restarted one is noticed within ``ttl_s``).
+    One is shared by everything that reads the Info (the rerank stage, the extractive
+    answer's cross-encoder, the NLI verifier's readiness): one probe per ``ttl_s``."""
 
     def __init__(
         self,
@@ -140,7 +142,10 @@ class RerankStage:
         min_candidates: int = 5,
         info_ttl_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        load: RerankerLoadCache | None = None,
     ) -> None:
+        """``load``: the reranker's Info cache shared with other readers (one of this
+        stage's own, from ``info_ttl_s``, when None)."""
         self._reranker = reranker
         self._candidates = candidates
         self._keep = keep
@@ -148,12 +153,11 @@ class RerankStage:
         self._timeout_s = timeout_s
         self._budget_ms = budget_ms
         self._min_candidates = min_candidates
-        self._load = (
-            RerankerLoadCache(reranker, ttl_s=info_ttl_s, timeout_s=min(timeout_s, 1.0),
-                              clock=clock)
-            if reranker is not None
-            else None
-        )
+        if load is None and reranker is not None:
+            load = RerankerLoadCache(
+                reranker, ttl_s=info_ttl_s, timeout_s=min(timeout_s, 1.0), clock=clock
+            )
+        self._load = load
 
     async def will_skip(self) -> bool:
         """Whether a full pool would be left unscored now (no reranker, down, not

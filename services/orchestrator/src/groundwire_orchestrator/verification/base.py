@@ -45,6 +45,8 @@ class Judgement:
     """[start, end) of the best-supporting sentence or window in the passage."""
     reason: str = ""
     """Why, in a few words (e.g. the judge's note, or why the check did not run)."""
+    fell_back: str = ""
+    """Why the chain's first verifier did not judge this claim ("" when it did)."""
 
 
 class ClaimVerifier(Protocol):

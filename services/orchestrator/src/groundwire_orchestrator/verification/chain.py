@@ -5,12 +5,12 @@ judgement names the method that produced it; a claim no verifier could check sta
 UNCHECKED with the last reason.
 
 A verifier may come with a readiness check (the reranker serves an NLI model only when
-one is installed): one that is not ready is skipped, and whether the chain can prove
-anything now (an nli or llm verifier ready) decides verify-before-show's ``auto``."""
+one is installed; wiring reads it from the reranker's cached Info): one that is not
+ready is skipped, and whether the chain can prove anything now (an nli or llm verifier
+ready) decides verify-before-show's ``auto``."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -22,31 +22,6 @@ PROVING: frozenset[Method] = frozenset({"nli", "llm"})
 """Methods that tell support from a shared topic: what verify-before-show acts on."""
 
 ReadyCheck = Callable[[], Awaitable[bool]]
-
-
-class CachedReadiness:
-    """Whether a backend can answer now, probed at most once every ``ttl_s`` (the probe
-    must not raise: False when it cannot tell)."""
-
-    def __init__(
-        self,
-        probe: ReadyCheck,
-        *,
-        ttl_s: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._probe = probe
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._until = float("-inf")
-        self._ready = False
-
-    async def __call__(self) -> bool:
-        now = self._clock()
-        if now >= self._until:
-            self._ready = await self._probe()
-            self._until = now + self._ttl_s
-        return self._ready
 
 
 def parse_order(value: str) -> tuple[Method, ...]:
@@ -131,5 +106,7 @@ class VerifierChain:
             pending = still
         for i, why in failed.items():
             if out[i].status is not Verification.UNCHECKED:
-                out[i] = replace(out[i], reason=f"{out[i].reason}; fell back ({why})")
+                out[i] = replace(
+                    out[i], reason=f"{out[i].reason}; fell back ({why})", fell_back=why
+                )
         return out
