@@ -19,8 +19,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from groundwire_core.errors import BackendFailure, Unauthenticated
-from groundwire_gateway.end_users import EndUser, identity_for, verify_end_user
+from groundwire_gateway.end_users import EndUser, EndUserVerifier, identity_for
 from groundwire_gateway.settings import GatewaySettings
+
+
+def verify_end_user(token: str, settings: GatewaySettings) -> EndUser:
+    return EndUserVerifier(settings).verify(token)
 
 SECRET = "s3cret-shared-with-the-app-0123456789abcdef"
 AUD = "groundwire"

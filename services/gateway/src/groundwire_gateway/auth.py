@@ -13,7 +13,7 @@ Two kinds of keys, one answer (:class:`Principal`):
   its tenant's collections; ``admin`` = everything of its tenant (collections, keys).
 
 A request may also carry an end user's signed token (``X-Groundwire-User-Token``),
-verified by :func:`end_users.verify_end_user`; the retriever filters documents by it.
+verified by :class:`end_users.EndUserVerifier`; the retriever filters documents by it.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import hashlib
 import hmac
 from dataclasses import dataclass, replace
 
+from groundwire_core.identity import Identity
 from groundwire_gateway.audit import Auditor
-from groundwire_gateway.end_users import EndUser, verify_end_user
+from groundwire_gateway.end_users import EndUser, EndUserVerifier, identity_for
 from groundwire_gateway.errors import PermissionDenied, Unauthenticated
-from groundwire_gateway.keystore import ROLES, KeyStore, Role, digest_of, key_id_of
+from groundwire_gateway.keystore import ROLES, KeyStore, Role, key_id_of
 from groundwire_gateway.settings import GatewaySettings, parse_tenant_keys
 
 PUBLIC_TENANT = "public"
-USER_TOKEN_HEADER = "x-groundwire-user-token"
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ class Principal:
         operator's)."""
         return self.operator or (owner == self.tenant and self.tenant != PUBLIC_TENANT)
 
+    def identity(self) -> Identity:
+        """What this caller carries down the hops: a tenant admin or the operator sees
+        every document; anyone else what its end user's entries reach."""
+        return identity_for(self.tenant, self.end_user, unrestricted=self.admin)
+
     def require(self, need: Role) -> None:
         """Raises PermissionDenied unless the role covers ``need``."""
         if not self.may(need):
@@ -90,7 +95,10 @@ class KeyRing:
 
     def tenant_of(self, presented: str) -> str | None:
         """The tenant owning ``presented``, or None. Constant time in the key."""
-        digest = _digest(presented)
+        return self.tenant_of_digest(_digest(presented))
+
+    def tenant_of_digest(self, digest: bytes) -> str | None:
+        """The tenant owning the key of SHA-256 ``digest``, or None (constant time)."""
         found: str | None = None
         for tenant, expected in self._entries:
             if hmac.compare_digest(digest, expected):
@@ -122,7 +130,8 @@ class Authenticator:
         store: KeyStore | None = None,
         audit: Auditor | None = None,
     ) -> None:
-        self._settings = settings
+        # one verifier for the gateway's life: its key file is read once, on first use
+        self._end_users = EndUserVerifier(settings)
         self.audit = audit or Auditor()
         self._admin = KeyRing(parse_tenant_keys(settings.admin_api_keys.get_secret_value()))
         self._public = KeyRing(parse_tenant_keys(settings.api_keys.get_secret_value()))
@@ -131,9 +140,10 @@ class Authenticator:
 
     async def _known(self, key: str) -> Principal | None:
         """The principal of a valid key (static or created), or None."""
-        admin_tenant = self._admin.tenant_of(key)
-        tenant = self._public.tenant_of(key) or admin_tenant
-        fingerprint = _digest(key).hex()[:12]
+        digest = _digest(key)  # hashed once: both rings, the fingerprint, the store
+        admin_tenant = self._admin.tenant_of_digest(digest)
+        tenant = self._public.tenant_of_digest(digest) or admin_tenant
+        fingerprint = digest.hex()[:12]
         if tenant is not None:
             operator = admin_tenant is not None
             return Principal(
@@ -146,7 +156,7 @@ class Authenticator:
             )
         if self.store is None or key_id_of(key) is None:
             return None
-        record = await self.store.find(digest_of(key))
+        record = await self.store.find(digest.hex())  # keystore.digest_of(key)
         if record is None:
             return None
         return Principal(
@@ -157,9 +167,6 @@ class Authenticator:
             role=record.role,
             collections=record.collections,
         )
-
-    def _keys_configured(self) -> bool:
-        return bool(self._public) or bool(self._admin) or self.store is not None
 
     async def public(
         self, key: str | None, client_ip: str, user_token: str | None = None
@@ -176,7 +183,7 @@ class Authenticator:
                 raise Unauthenticated("an API key is required (Authorization: Bearer <key>)")
             found = Principal(PUBLIC_TENANT, f"ip:{client_ip}")
         if user_token:
-            end_user = verify_end_user(user_token, self._settings)
+            end_user = self._end_users.verify(user_token)
             return replace(found, end_user=end_user)
         return found
 

@@ -14,13 +14,12 @@ nothing from the token itself.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import jwt
 
@@ -34,17 +33,6 @@ USER_TOKEN_HEADER = "x-groundwire-user-token"
 
 _SYMMETRIC = ("HS256",)
 _ASYMMETRIC = ("RS256", "ES256")
-
-
-class PrincipalLike(Protocol):
-    """What ``identity_of`` reads of ``auth.Principal`` (which imports this module)."""
-
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def admin(self) -> bool: ...
-    @property
-    def end_user(self) -> EndUser | None: ...
 
 
 @dataclass(frozen=True)
@@ -166,23 +154,6 @@ def _reason(error: jwt.PyJWTError) -> str:
     if isinstance(error, jwt.InvalidSignatureError):
         return "the user token's signature is not valid"
     return "the user token is not valid"
-
-
-@functools.lru_cache(maxsize=8)
-def _verifier(settings: GatewaySettings) -> EndUserVerifier:
-    return EndUserVerifier(settings)
-
-
-def verify_end_user(token: str, settings: GatewaySettings) -> EndUser:
-    """The end user of a request's token (one verifier per settings object, so the
-    key file is read once). Raises ``Unauthenticated`` (see ``EndUserVerifier.verify``)."""
-    return _verifier(settings).verify(token)
-
-
-def identity_of(principal: PrincipalLike) -> Identity:
-    """The identity a request's caller carries down the hops: a tenant admin or the
-    operator sees every document; anyone else what its end user's entries reach."""
-    return identity_for(principal.tenant, principal.end_user, unrestricted=principal.admin)
 
 
 def identity_for(tenant: str, end_user: EndUser | None, *, unrestricted: bool) -> Identity:

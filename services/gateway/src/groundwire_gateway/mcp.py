@@ -9,8 +9,9 @@ with its citations and how each was verified), ``list_collections`` and
 Nothing here decides access or cost on its own: each HTTP request to ``/mcp`` passes
 the public routes' key check (``Authenticator.public``: refused with the API's 401
 where a public route would refuse it), and each tool goes through the same path as
-its HTTP route (``run_search``, ``start_chat``, the catalog, the limiter), so the
-rate limit, quota, token budget and chat slots count MCP calls like the HTTP ones.
+its HTTP route (``run_search``, ``start_chat``, ``read_source``, the catalog, the
+limiter), so the rate limit, quota, token budget and chat slots count MCP calls like
+the HTTP ones.
 
 The endpoint is stateless (a fresh transport per request, JSON responses): any
 gateway replica answers any call, with no session affinity at the load balancer.
@@ -40,11 +41,12 @@ from starlette.types import Receive, Scope, Send
 from groundwire_core.context import current_request_id
 from groundwire_core.document_text import join_chunks
 from groundwire_core.errors import GroundwireError, NotFound, Overloaded
+from groundwire_core.identity import bind_identity
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.chat_session import start_chat
 from groundwire_gateway.errors import error_response
-from groundwire_gateway.limits import is_anonymous
+from groundwire_gateway.routes.document_view import read_source
 from groundwire_gateway.routes.search import run_search
 from groundwire_gateway.routes.security import public_principal
 from groundwire_gateway.state import GatewayState
@@ -177,7 +179,14 @@ class DocumentOutput(BaseModel):
 
 
 async def principal_of(state: GatewayState, request: Request) -> Principal:
-    """The caller, exactly as the public routes decide it. Raises Unauthenticated."""
+    """The caller, exactly as the public routes decide it: decided once per HTTP
+    request by :class:`McpEndpoint` (kept on ``request.state``, which the SDK's
+    request shares), so a tool does not look its key up or verify its token again.
+    Raises Unauthenticated."""
+    principal = getattr(request.state, "principal", None)
+    if isinstance(principal, Principal):
+        bind_identity(principal.identity())  # as public_principal did, in this task
+        return principal
     return await public_principal(state, request)
 
 
@@ -190,7 +199,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await principal_of(self._state, Request(scope))
+            await public_principal(self._state, Request(scope))
         except GroundwireError as error:
             # before the SDK reads a byte: the same 401 body and header as the API's
             self._state.metrics.errors.labels(MCP_PATH, error.code).inc()
@@ -287,20 +296,6 @@ def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
     )
 
 
-async def _read(
-    state: GatewayState, principal: Principal, collection: str, source_id: str
-) -> models.StoredDocument:
-    """A stored source, guarded like ``GET /v1/sources/view`` (search rate and quota)."""
-    await state.catalog.check(collection, reveal=not is_anonymous(principal), caller=principal)
-    ticket = await state.limiter.admit(
-        state.limiter.ask_for("search", principal.client, principal.tenant)
-    )
-    try:
-        return await state.upstream.read_source(collection, source_id)
-    finally:
-        await state.limiter.release(ticket)
-
-
 def _document(doc: models.StoredDocument) -> DocumentOutput:
     return DocumentOutput(
         collection=doc.collection,
@@ -389,7 +384,7 @@ def build_server(state: GatewayState) -> MCPServer[Any]:
     ) -> DocumentOutput:
         principal = await _caller(state, ctx)
         try:
-            doc = await _read(state, principal, _collection(state, collection), source_id)
+            doc = await read_source(state, principal, _collection(state, collection), source_id)
         except GroundwireError as error:
             raise _tool_error(error) from None
         return _document(doc)
@@ -407,7 +402,9 @@ def build_server(state: GatewayState) -> MCPServer[Any]:
         if not isinstance(request, Request):
             raise ResourceError("this server answers over HTTP only")
         try:
-            doc = await _read(state, await principal_of(state, request), collection, source_id)
+            doc = await read_source(
+                state, await principal_of(state, request), collection, source_id
+            )
         except NotFound as error:
             raise ResourceNotFoundError(error.message) from None
         except GroundwireError as error:

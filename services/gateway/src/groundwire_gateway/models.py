@@ -26,6 +26,7 @@ from groundwire.orchestrator.v1 import orchestrator_pb2
 from groundwire_core.urls import WEB_URL_PATTERN, is_web_url
 
 COLLECTION_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+TENANT_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 FIELD_PATTERN = r"^[a-z_][a-z0-9_]{0,63}$"
 # The id after ``user:``/``group:`` starts with a character that is no space to Python
 # (\s, \x1c-\x1f, \x85) nor to JSON Schema's ECMA regex (\s, \ufeff), and goes on
@@ -536,7 +537,7 @@ class CollectionCreate(_Strict):
     )
     tenant: str | None = Field(
         None,
-        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        pattern=TENANT_PATTERN,
         description="The owning tenant. A tenant's admin key always creates its own "
         "tenant's; the operator's (static) admin keys may name one, default `public` "
         "(seen by every caller).",

@@ -18,7 +18,7 @@ from groundwire_core.grpc.client import rpc_errors
 from groundwire_gateway import job_models, models
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.sync_models import SyncBody
-from groundwire_gateway.upstream_sync import definition_to_proto
+from groundwire_gateway.upstream_sync import definition_to_proto, delta_from_proto
 
 _KINDS: dict[int, str] = {
     retriever_pb2.JOB_KIND_INGEST: "ingest",
@@ -57,18 +57,7 @@ def _known(names: Mapping[int, str], value: int, what: str) -> str:
 def job_from_proto(job: retriever_pb2.Job) -> job_models.JobOut:
     """The HTTP form of a job (times as ISO 8601, enums as names)."""
     c = job.counts
-    delta = None
-    if job.HasField("delta"):
-        d = job.delta
-        delta = job_models.JobDeltaOut(
-            new=list(d.new),
-            changed=list(d.changed),
-            unchanged=d.unchanged,
-            deleted=list(d.deleted),
-            renamed=[
-                job_models.JobRenameOut(**{"from": r.from_id, "to": r.to_id}) for r in d.renamed
-            ],
-        )
+    delta = delta_from_proto(job.delta) if job.HasField("delta") else None
     return job_models.JobOut(
         id=job.id,
         collection=job.collection,

@@ -41,8 +41,18 @@ def definition_to_proto(body: SyncBody) -> retriever_pb2.SyncDefinition:
     return d
 
 
+def delta_from_proto(d: retriever_pb2.JobDelta) -> job_models.JobDeltaOut:
+    """A sync's delta (a sync report's, a sync job's) in its HTTP form."""
+    return job_models.JobDeltaOut(
+        new=list(d.new),
+        changed=list(d.changed),
+        unchanged=d.unchanged,
+        deleted=list(d.deleted),
+        renamed=[job_models.JobRenameOut(**{"from": x.from_id, "to": x.to_id}) for x in d.renamed],
+    )
+
+
 def report_from_proto(r: retriever_pb2.SyncReport) -> SyncReportOut:
-    d = r.delta
     return SyncReportOut(
         collection=r.collection,
         dry_run=r.dry_run,
@@ -50,15 +60,7 @@ def report_from_proto(r: retriever_pb2.SyncReport) -> SyncReportOut:
         cancelled=r.cancelled,
         chunks_written=r.chunks_written,
         seconds=r.seconds,
-        delta=job_models.JobDeltaOut(
-            new=list(d.new),
-            changed=list(d.changed),
-            unchanged=d.unchanged,
-            deleted=list(d.deleted),
-            renamed=[
-                job_models.JobRenameOut(**{"from": x.from_id, "to": x.to_id}) for x in d.renamed
-            ],
-        ),
+        delta=delta_from_proto(r.delta),
         sources=[
             SyncSourceOut(
                 source_id=s.source_id,

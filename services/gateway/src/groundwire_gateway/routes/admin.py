@@ -18,7 +18,7 @@ from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import PUBLIC_TENANT, Principal
 from groundwire_gateway.errors import PermissionDenied
 from groundwire_gateway.routes import ADMIN_ERRORS
-from groundwire_gateway.routes.jobs import job_url
+from groundwire_gateway.routes.jobs import accepted
 from groundwire_gateway.routes.security import admin_caller, writable
 from groundwire_gateway.state import GatewayState
 
@@ -178,9 +178,7 @@ def router(state: GatewayState) -> APIRouter:
             if body.create_collection:
                 state.catalog.invalidate()
             return JSONResponse(report.model_dump(mode="json"), status_code=200)
-        job = await state.upstream.jobs.start_ingest(name, body, files)
-        accepted = job_models.JobAccepted(job=job, url=job_url(job.id))
-        return JSONResponse(accepted.model_dump(mode="json", by_alias=True), status_code=202)
+        return accepted(await state.upstream.jobs.start_ingest(name, body, files))
 
     @api.post(
         "/collections/{name}/documents",

@@ -142,15 +142,25 @@ def router(state: GatewayState) -> APIRouter:
         ] = None,
     ) -> HTMLResponse:
         name = collection or state.settings.default_collection
-        await state.catalog.check(name, reveal=not is_anonymous(principal), caller=principal)
-        ticket = await state.limiter.admit(
-            state.limiter.ask_for("search", principal.client, principal.tenant)
-        )
-        try:
-            doc = await state.upstream.read_source(name, source_id)
-        finally:
-            await state.limiter.release(ticket)
+        doc = await read_source(state, principal, name, source_id)
         span = (start, end) if start is not None and end is not None else None
         return HTMLResponse(render_document(doc, chunk, span), headers=PAGE_HEADERS)
 
     return api
+
+
+async def read_source(
+    state: GatewayState, principal: Principal, collection: str, source_id: str
+) -> models.StoredDocument:
+    """A stored source as ``GET /v1/sources/view`` reads it (also the MCP
+    ``read_document`` tool and document resources): the collection check, the search
+    rate and quota, the retriever call. Raises NotFound, the limits' rejections and
+    the upstream errors."""
+    await state.catalog.check(collection, reveal=not is_anonymous(principal), caller=principal)
+    ticket = await state.limiter.admit(
+        state.limiter.ask_for("search", principal.client, principal.tenant)
+    )
+    try:
+        return await state.upstream.read_source(collection, source_id)
+    finally:
+        await state.limiter.release(ticket)

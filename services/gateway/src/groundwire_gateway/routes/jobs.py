@@ -29,6 +29,12 @@ def job_url(job_id: str) -> str:
     return f"/v1/admin/jobs/{job_id}"
 
 
+def accepted(job: job_models.JobOut) -> JSONResponse:
+    """The 202 answer of a route that queued ``job`` (an ingest, a sync)."""
+    body = job_models.JobAccepted(job=job, url=job_url(job.id))
+    return JSONResponse(body.model_dump(mode="json", by_alias=True), status_code=202)
+
+
 def router(state: GatewayState) -> APIRouter:
     api = APIRouter(prefix="/v1/admin/jobs", tags=["admin"], responses=ADMIN_ERRORS)
     caller = admin_caller(state, "write")  # a write key runs its jobs and syncs

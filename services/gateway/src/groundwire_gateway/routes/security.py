@@ -15,8 +15,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from groundwire_core.errors import NotFound
 from groundwire_core.identity import bind_identity
-from groundwire_gateway.auth import USER_TOKEN_HEADER, Principal, presented_key
-from groundwire_gateway.end_users import identity_of
+from groundwire_gateway.auth import Principal, presented_key
+from groundwire_gateway.end_users import USER_TOKEN_HEADER
 from groundwire_gateway.errors import PermissionDenied
 from groundwire_gateway.keystore import Role
 from groundwire_gateway.state import GatewayState
@@ -45,7 +45,7 @@ async def public_principal(state: GatewayState, request: Request) -> Principal:
         key, client_ip(request), request.headers.get(USER_TOKEN_HEADER)
     )
     request.state.principal = principal
-    bind_identity(identity_of(principal))  # travels down every gRPC hop of this request
+    bind_identity(principal.identity())  # travels down every gRPC hop of this request
     return principal
 
 
@@ -70,7 +70,7 @@ def admin_caller(
         key = presented_key(request.headers.get("authorization"), api_key)
         principal = await state.auth.admin(key, client_ip(request), need)
         request.state.principal = principal
-        bind_identity(identity_of(principal))
+        bind_identity(principal.identity())
         return principal
 
     return caller

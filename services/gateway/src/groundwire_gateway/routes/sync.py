@@ -3,20 +3,17 @@ a git working tree or a website, deletions included (the retriever's Sync RPC)."
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from groundwire_gateway import job_models, models
+from groundwire_gateway import job_models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.routes import ADMIN_ERRORS
-from groundwire_gateway.routes.jobs import job_url
+from groundwire_gateway.routes.admin import CollectionPath
+from groundwire_gateway.routes.jobs import accepted
 from groundwire_gateway.routes.security import admin_caller, writable
 from groundwire_gateway.state import GatewayState
 from groundwire_gateway.sync_models import SyncBody, SyncReportOut
-
-CollectionPath = Annotated[
-    str, Path(pattern=models.COLLECTION_PATTERN, description="Collection name.")
-]
 
 
 def router(state: GatewayState) -> APIRouter:
@@ -51,9 +48,7 @@ def router(state: GatewayState) -> APIRouter:
     ) -> Any:
         await writable(state, admin, name, create=True)
         if not body.dry_run and not wait:
-            job = await state.upstream.jobs.start_sync(name, body)
-            accepted = job_models.JobAccepted(job=job, url=job_url(job.id))
-            return JSONResponse(accepted.model_dump(mode="json", by_alias=True), status_code=202)
+            return accepted(await state.upstream.jobs.start_sync(name, body))
         report = await state.upstream.sync.sync(name, body)
         if not body.dry_run:
             state.catalog.invalidate()  # the first source written may create the collection
