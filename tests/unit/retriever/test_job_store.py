@@ -9,8 +9,9 @@ import pytest
 
 from groundwire_core.errors import NotFound
 from groundwire_retriever.ingest.pipeline import DocumentInput
-from groundwire_retriever.jobs.model import Job, JobDelta, JobDocument, JobKind, JobState
+from groundwire_retriever.jobs.model import Job, JobDocument, JobKind, JobState
 from groundwire_retriever.jobs.store import JobStore
+from groundwire_retriever.sync import Rename, SyncDelta
 
 
 def job(n: int, state: JobState = JobState.QUEUED, collection: str = "docs") -> Job:
@@ -57,7 +58,7 @@ def test_listing_is_newest_first_and_prune_keeps_the_newest_finished(tmp_path: P
     for n in range(1, 6):
         store.create(job(n, JobState.SUCCEEDED, "docs" if n % 2 else "notes"), {})
     store.create(job(6, JobState.QUEUED), {})
-    delta = JobDelta(new=("a",), renamed=(("old", "new"),))
+    delta = SyncDelta(new=("a",), renamed=(Rename("old", "new"),))
     store.save(replace(job(5, JobState.SUCCEEDED), delta=delta))
     assert [j.created_at for j in store.recent()] == [6, 5, 4, 3, 2, 1]
     assert [j.created_at for j in store.recent("notes")] == [4, 2]

@@ -7,6 +7,7 @@ there knows jobs; together they are the retriever's one protobuf boundary.
 from __future__ import annotations
 
 from groundwire.retriever.v1 import retriever_pb2
+from groundwire_retriever.convert import sync_delta_to_proto
 from groundwire_retriever.jobs.model import Job, JobKind, JobState
 
 KINDS: dict[JobKind, retriever_pb2.JobKind] = {
@@ -55,14 +56,5 @@ def job_to_proto(job: Job, *, documents: bool = True) -> retriever_pb2.Job:
             for d in job.documents
         )
     if job.delta is not None:
-        d = job.delta
-        out.delta.CopyFrom(
-            retriever_pb2.JobDelta(
-                new=d.new,
-                changed=d.changed,
-                unchanged=d.unchanged,
-                deleted=d.deleted,
-                renamed=[retriever_pb2.JobRename(from_id=a, to_id=b) for a, b in d.renamed],
-            )
-        )
+        out.delta.CopyFrom(sync_delta_to_proto(job.delta))
     return out

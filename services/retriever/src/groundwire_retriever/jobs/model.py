@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from groundwire_retriever.sync.report import SyncDelta
+
 
 class JobKind(enum.Enum):
     INGEST = "ingest"
@@ -56,17 +58,6 @@ class JobDocument:
 
 
 @dataclass(frozen=True)
-class JobDelta:
-    """A sync's delta: source ids new, changed, deleted and renamed (old, new)."""
-
-    new: tuple[str, ...] = ()
-    changed: tuple[str, ...] = ()
-    unchanged: int = 0
-    deleted: tuple[str, ...] = ()
-    renamed: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
 class Job:
     id: str
     collection: str
@@ -78,5 +69,6 @@ class Job:
     counts: JobCounts = field(default_factory=JobCounts)
     documents: tuple[JobDocument, ...] = ()
     error: str = ""
-    delta: JobDelta | None = None
+    delta: SyncDelta | None = None
+    """A sync job's delta."""
     cancel_requested: bool = False

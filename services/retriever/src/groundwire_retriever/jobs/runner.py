@@ -150,7 +150,7 @@ class JobRunner:
             state=JobState.QUEUED,
             created_at=time.time(),
         )
-        options = {"definition": sync_kind.definition_to_json(definition)}
+        options = {"definition": definition.as_dict()}
         await asyncio.to_thread(self._store.create, job, options)
         self._enqueue(_Active(job))
         return job
@@ -279,7 +279,7 @@ class JobRunner:
     async def _run_sync(self, active: _Active) -> tuple[JobState, str]:
         job = active.job
         options = await asyncio.to_thread(self._store.options, job.id)
-        definition = sync_kind.definition_from_json(options["definition"])
+        definition = SyncDefinition.from_dict(options["definition"])
 
         async def progress(tick: SyncProgress) -> None:
             source = tick.source
@@ -304,7 +304,7 @@ class JobRunner:
         )
         active.job = replace(
             active.job,
-            delta=sync_kind.job_delta(report.delta),
+            delta=report.delta,
             counts=replace(active.job.counts, total=active.job.counts.done),
         )
         if report.cancelled and active.interrupted:

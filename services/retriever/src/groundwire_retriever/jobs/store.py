@@ -13,11 +13,12 @@ Synchronous (sqlite3); the runner calls it through worker threads.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,11 @@ from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.jobs.model import (
     Job,
     JobCounts,
-    JobDelta,
     JobDocument,
     JobKind,
     JobState,
 )
+from groundwire_retriever.sync.report import Rename, SyncDelta
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -89,12 +90,18 @@ class JobStore:
                 self._db.close()
                 self._db = None
 
-    def _run(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The database, locked, in one transaction. Raises Unavailable once closed."""
         with self._lock:
             if self._db is None:
                 raise Unavailable("the job store is closed", dependency="retriever")
-            with self._db:  # one transaction
-                return self._db.execute(sql, args).fetchall()
+            with self._db:
+                yield self._db
+
+    def _run(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._transaction() as db:
+            return db.execute(sql, args).fetchall()
 
     def create(
         self, job: Job, options: dict[str, Any], documents: Iterable[DocumentInput] = ()
@@ -123,18 +130,14 @@ class JobStore:
 
     def add_document(self, job: Job, doc: JobDocument) -> None:
         """Appends ``doc`` to the job's report and saves its counts, in one transaction."""
-        with self._lock:
-            if self._db is None:
-                raise Unavailable("the job store is closed", dependency="retriever")
-            with self._db:
-                self._db.execute(
-                    "INSERT INTO job_documents VALUES (?,?,?,?,?,?)",
-                    (job.id, job.counts.done, doc.source_id, doc.outcome, doc.chunks, doc.error),
-                )
-                self._db.execute(
-                    "UPDATE jobs SET counts=? WHERE id=?",
-                    (json.dumps(asdict(job.counts)), job.id),
-                )
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO job_documents VALUES (?,?,?,?,?,?)",
+                (job.id, job.counts.done, doc.source_id, doc.outcome, doc.chunks, doc.error),
+            )
+            db.execute(
+                "UPDATE jobs SET counts=? WHERE id=?", (json.dumps(asdict(job.counts)), job.id)
+            )
 
     def get(self, job_id: str) -> Job:
         """The job with its report. Raises NotFound."""
@@ -168,14 +171,14 @@ class JobStore:
     def prune(self, keep: int) -> int:
         """Forgets finished jobs past the newest ``keep`` (their reports too); how many."""
         final = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
-        old = self._run(
-            "SELECT id FROM jobs WHERE state IN (?, ?, ?) "
-            "ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?",
-            (*final, keep),
-        )
-        for (job_id,) in old:
-            self._run("DELETE FROM job_documents WHERE job_id=?", (job_id,))
-            self._run("DELETE FROM jobs WHERE id=?", (job_id,))
+        with self._transaction() as db:
+            old = db.execute(
+                "SELECT id FROM jobs WHERE state IN (?, ?, ?) "
+                "ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?",
+                (*final, keep),
+            ).fetchall()
+            db.executemany("DELETE FROM job_documents WHERE job_id=?", old)
+            db.executemany("DELETE FROM jobs WHERE id=?", old)
         return len(old)
 
     def options(self, job_id: str) -> dict[str, Any]:
@@ -202,7 +205,10 @@ class JobStore:
 
 
 def _row(job: Job) -> tuple[Any, ...]:
-    delta = None if job.delta is None else json.dumps(asdict(job.delta))
+    delta = None
+    if job.delta is not None:  # a rename as its pair [old, new]
+        renamed = [[r.old, r.new] for r in job.delta.renamed]
+        delta = json.dumps({**asdict(job.delta), "renamed": renamed})
     return (
         job.id,
         job.collection,
@@ -222,12 +228,12 @@ def _job(row: tuple[Any, ...], documents: tuple[JobDocument, ...]) -> Job:
     found_delta = None
     if delta is not None:
         raw = json.loads(delta)
-        found_delta = JobDelta(
+        found_delta = SyncDelta(
             new=tuple(raw["new"]),
             changed=tuple(raw["changed"]),
             unchanged=raw["unchanged"],
             deleted=tuple(raw["deleted"]),
-            renamed=tuple((a, b) for a, b in raw["renamed"]),
+            renamed=tuple(Rename(old, new) for old, new in raw["renamed"]),
         )
     return Job(
         id=job_id,

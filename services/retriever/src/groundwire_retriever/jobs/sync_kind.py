@@ -1,13 +1,10 @@
-"""A sync as a job: its definition kept as JSON in the job's options, and a sync's
-source outcomes read as a job's document outcomes."""
+"""A sync as a job: a sync's source outcomes read as a job's document outcomes (its
+definition is kept in the job's options as ``SyncDefinition.as_dict`` writes it)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
-
-from groundwire_retriever.jobs.model import JobDelta, JobDocument
-from groundwire_retriever.sync import SourceKind, SourceOutcome, SyncDefinition, SyncDelta
+from groundwire_retriever.jobs.model import JobDocument
+from groundwire_retriever.sync import SourceOutcome
 
 # A sync source's outcome -> the job report's (a rename's new id was ingested; its
 # old id is reported deleted on its own).
@@ -25,33 +22,6 @@ FINAL_AT_SCAN = ("unchanged", "skipped", "failed")
 """Scan outcomes the apply phase never changes: reported as they are met."""
 
 
-def definition_to_json(definition: SyncDefinition) -> dict[str, Any]:
-    out = asdict(definition)
-    out["kind"] = definition.kind.value
-    return out
-
-
-def definition_from_json(raw: dict[str, Any]) -> SyncDefinition:
-    return SyncDefinition(
-        **{
-            **raw,
-            "kind": SourceKind(raw["kind"]),
-            "include": tuple(raw["include"]),
-            "exclude": tuple(raw["exclude"]),
-        }
-    )
-
-
 def job_document(source: SourceOutcome) -> JobDocument:
     """Raises KeyError for an outcome this module does not know (a newer sync)."""
     return JobDocument(source.source_id, OUTCOMES[source.outcome], source.chunks, source.reason)
-
-
-def job_delta(delta: SyncDelta) -> JobDelta:
-    return JobDelta(
-        new=delta.new,
-        changed=delta.changed,
-        unchanged=delta.unchanged,
-        deleted=delta.deleted,
-        renamed=tuple((r.old, r.new) for r in delta.renamed),
-    )
