@@ -421,3 +421,31 @@ async def test_gateway_sync_route(embedder: str, tmp_path: Path) -> None:
                 assert anonymous.status_code == 401
         finally:
             await upstream.stop()
+
+
+async def test_front_matter_the_collection_filters_on_is_hashed_as_the_ingest_stores_it(
+    embedder: str, tmp_path: Path
+) -> None:
+    """In a collection that filters on a front-matter field, a synced file's stored
+    chunks carry that field, and the scan hashes the file the same way: a second sync
+    finds it unchanged (not changed at every sync)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("---\nteam: zebras\n---\n" + manual("a", 1, 2))
+    definition = retriever_pb2.SyncDefinition(
+        kind=retriever_pb2.SYNC_SOURCE_KIND_FOLDER, location=str(docs)
+    )
+    async with retriever(embedder, tmp_path / "data") as stub:
+        await stub.CreateCollection(
+            retriever_pb2.CreateCollectionRequest(name=COLLECTION, filterable=["team"])
+        )
+        first, _ = await sync(stub, definition)
+        assert delta_of(first)["new"] == ["a.md"]
+        second, _ = await sync(stub, definition, dry_run=True)
+        assert delta_of(second) == {
+            "new": [],
+            "changed": [],
+            "unchanged": 1,
+            "deleted": [],
+            "renamed": [],
+        }

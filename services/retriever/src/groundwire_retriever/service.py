@@ -8,6 +8,7 @@ searches on the embedded engine (see ``INLINE_CANDIDATES``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -377,14 +378,33 @@ class RetrieverCore:
         await self._wrote(name, written)
         yield IngestSummary(tuple(outcomes), written, time.perf_counter() - started, stopped)
 
-    async def prepare(self, doc: DocumentInput) -> list[Chunk]:
-        """The chunks ``ingest`` would store for ``doc`` now (same policy, parser
-        sandbox and content hashes), neither embedded nor written: a sync compares them
-        with the stored source. Raises InvalidInput for a refused document."""
-        policy = self._policy_for_model(await self._embedder.info())
-        return await prepare_chunks(
-            doc, policy, count_tokens=self._embedder.count_tokens, sandbox=self._sandbox
-        )
+    def preparer(self, name: str) -> Callable[[DocumentInput], Awaitable[list[Chunk]]]:
+        """A function giving the chunks ``ingest`` would store for a document of
+        collection ``name`` now (same policy, parser sandbox, kept properties and
+        content hashes), neither embedded nor written: a sync compares them with the
+        stored sources. Its first call asks the embedder's model and the collection's
+        spec, once for all the documents, as one ``ingest`` call does. It raises
+        InvalidInput for a refused document, Unavailable when the embedder does not
+        answer."""
+        policy: ChunkingPolicy | None = None
+        keep: tuple[str, ...] = BASE_FILTERABLE
+
+        async def prepare(doc: DocumentInput) -> list[Chunk]:
+            nonlocal policy, keep
+            if policy is None:
+                info = await self._embedder.info()
+                with contextlib.suppress(NotFound):  # ingest creates it with the base fields
+                    keep = (await self.spec(name)).filterable
+                policy = self._policy_for_model(info)
+            return await prepare_chunks(
+                doc,
+                policy,
+                count_tokens=self._embedder.count_tokens,
+                sandbox=self._sandbox,
+                keep_properties=keep,
+            )
+
+        return prepare
 
     def _policy_for_model(self, info: EmbedderInfo) -> ChunkingPolicy:
         """The chunking policy capped at what the embedder reads: text past its

@@ -2,7 +2,7 @@
 
 The delta compares each source's content hash as ``ListSources`` reports it (SHA-256
 over its chunks' content hashes in order) with the hash of the chunks the ingest
-would store for the document now (``RetrieverCore.prepare``: the same parser,
+would store for the document now (``RetrieverCore.preparer``: the same parser,
 sandbox and chunking policy, no embedding), so ``unchanged`` means exactly what a
 re-ingest would find unchanged. A new id whose hash equals a deleted id's is a
 rename. New, changed and renamed sources are then ingested one at a time through
@@ -18,7 +18,7 @@ import contextlib
 import hashlib
 import inspect
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -102,6 +102,7 @@ async def run_sync(
     check_definition(definition, folder_roots)
     is_cancelled = cancelled or (lambda: False)
     stored = await stored_hashes(service, collection)
+    prepare = service.preparer(collection)
     source: FolderSource | WebSource = (
         WebSource(definition, transport=transport)
         if definition.kind is SourceKind.WEB
@@ -123,7 +124,7 @@ async def run_sync(
         if is_cancelled():
             stopped = True
             break
-        outcome = await _compare(service, found, stored, hashes, pending)
+        outcome = await _compare(prepare, found, stored, hashes, pending)
         if found.present and outcome.outcome != "skipped":
             present.add(found.source_id)
         outcomes[found.source_id] = outcome
@@ -176,7 +177,7 @@ async def run_sync(
 
 
 async def _compare(
-    service: RetrieverCore,
+    prepare: Callable[[DocumentInput], Awaitable[list[Chunk]]],
     found: Found,
     stored: dict[str, str],
     hashes: dict[str, str],
@@ -191,7 +192,7 @@ async def _compare(
     if reason:
         return SourceOutcome(sid, "skipped", reason=reason)
     try:
-        chunks = await service.prepare(found.document)
+        chunks = await prepare(found.document)
     except InvalidInput as error:  # the stored copy, if any, stays
         return SourceOutcome(sid, "failed", reason=error.message)
     hashes[sid] = source_hash(chunks)
