@@ -178,6 +178,7 @@ def detach(argv: list[str], run_dir: Path, timeout_s: float = DETACH_TIMEOUT_S) 
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "up.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "groundwire_cli", *argv],
@@ -198,10 +199,22 @@ def detach(argv: list[str], run_dir: Path, timeout_s: float = DETACH_TIMEOUT_S) 
                   file=sys.stderr)  # fmt: skip
             return 1
         time.sleep(0.2)
+    for note in notes_since(log_path, start):  # a setting of the user's it replaced
+        print(note)
     for name, port in state.ports.items():
         print(f"  {name:<13} 127.0.0.1:{port}  SERVING")
     print(f"Groundwire is up: {state.gateway_url}  (`groundwire down` stops it)", flush=True)
     return 0
+
+
+def notes_since(log_path: Path, offset: int) -> list[str]:
+    """The ``note:`` lines `up` wrote to its log past ``offset``: in the background its
+    output goes to the log, and a setting of the user's it replaced (a port in
+    groundwire.toml, say) must still be said where the user looks."""
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        text = log.read().decode(errors="replace")
+    return [line for line in text.splitlines() if line.startswith("note: ")]
 
 
 def down(run_dir: Path, timeout_s: float = DOWN_TIMEOUT_S) -> int:

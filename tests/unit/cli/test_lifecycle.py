@@ -12,7 +12,7 @@ import pytest
 
 from groundwire_cli.__main__ import main
 from groundwire_cli.cluster import free_port
-from groundwire_cli.lifecycle import STATE_NAME, down, running
+from groundwire_cli.lifecycle import STATE_NAME, down, notes_since, running
 
 
 def test_a_state_file_of_a_gone_process_is_stale_and_removed(tmp_path: Path) -> None:
@@ -62,3 +62,17 @@ def test_chat_with_no_gateway_is_one_clear_line(
     err = capsys.readouterr().err
     assert err.startswith(f"error (gateway): no gateway answers at http://127.0.0.1:{port}")
     assert "groundwire up --detach" in err and "Traceback" not in err
+
+
+def test_detach_relays_the_notes_of_its_own_start_only(tmp_path: Path) -> None:
+    log = tmp_path / "up.log"
+    log.write_text("note: groundwire up assigns gateway GROUNDWIRE_GATEWAY_PORT=9000 (uses 8080)\n")
+    start = log.stat().st_size  # an earlier start's lines stay behind the offset
+    with log.open("a") as out:
+        out.write(
+            "note: groundwire up assigns gateway GROUNDWIRE_GATEWAY_PORT=8091 (uses 8080)\n"
+            "starting 5 services; logs in /x/logs\n"
+        )
+    assert notes_since(log, start) == [
+        "note: groundwire up assigns gateway GROUNDWIRE_GATEWAY_PORT=8091 (uses 8080)"
+    ]
