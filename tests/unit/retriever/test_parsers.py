@@ -147,3 +147,23 @@ def test_unknown_suffix_is_refused(filename: str) -> None:
         guess_format("", filename)
     assert "unknown document type" in refused.value.message
     assert "markdown" in refused.value.message  # says what is accepted
+
+
+def test_markdown_comment_blocks_are_dropped_but_not_in_code_or_unclosed() -> None:
+    text = (
+        "# Timers\n\n"
+        "<!-- YAML\nadded: v0.0.1\nchanges:\n  - version: v18.0.0\n-->\n\n"
+        "Schedules a one-time callback.\n\n"
+        "```html\n<!-- kept: this is code -->\n```\n\n"
+        "Inline `<!-- x -->` and text <!-- mid-line --> stay.\n\n"
+        "<!-- an unclosed comment\n\nThe rest of the page.\n"
+    )
+    doc = parse(text.encode(), "markdown", filename="timers.md")
+    assert "YAML" not in doc.body and "v18.0.0" not in doc.body
+    assert "Schedules a one-time callback." in doc.body
+    assert "<!-- kept: this is code -->" in doc.body
+    assert "Inline `<!-- x -->` and text <!-- mid-line --> stay." in doc.body
+    assert "<!-- an unclosed comment" in doc.body and "The rest of the page." in doc.body
+    # a document of nothing but a comment has no text
+    with pytest.raises(InvalidInput, match="no text"):
+        parse(b"<!-- only this -->\n", "markdown", filename="empty.md")

@@ -21,6 +21,7 @@ third-party parser may still do.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -74,6 +75,8 @@ MAX_TITLE_CHARS = 200
 # C0 controls other than tab, newline, vertical tab, form feed, carriage return, escape.
 _CONTROL_BYTES = bytes(sorted(set(range(0x20)) - {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1B}))
 _SNIFF_BYTES = 64 * 1024
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_COMMENT_OPEN = re.compile(r"^ {0,3}<!--")
 _MAX_CONTROL_SHARE = 0.05
 
 
@@ -160,6 +163,7 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
     if split is not None:
         raw, text = split
         meta = _front_matter(raw)
+    text = without_comment_blocks(text)
     if not text.strip():
         raise InvalidInput("the document has no text")
     doc_title = title or meta.get("title") or _first_heading(text) or stem
@@ -171,6 +175,43 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
         url=meta.get("url", ""),
         doc_type=meta.get("type", ""),
     )
+
+
+def without_comment_blocks(text: str) -> str:
+    """Markdown without its HTML comment blocks (CommonMark's HTML block type 2: a line
+    opening with ``<!--``, up to the line holding ``-->``), which a renderer never shows:
+    Node.js's API docs carry a ``<!-- YAML added: … -->`` history before every function,
+    and stored, it was retrieved, embedded and quoted as the answer. Code fences are kept
+    as they are, and so is an unclosed ``<!--`` (CommonMark would hide the rest of the
+    document; dropping it could lose everything after a typo)."""
+    if "<!--" not in text:
+        return text
+    lines = text.split("\n")
+    kept: list[str] = []
+    fence: str | None = None
+    closable = True  # False once a search found no "-->" to the end: none will
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if fence is not None:
+            closing = line.strip()
+            if closing and set(closing) == {fence[0]} and len(closing) >= len(fence):
+                fence = None
+        elif opened := _FENCE_OPEN.match(line):
+            fence = opened.group(1)
+        elif closable and _COMMENT_OPEN.match(line):
+            after = line.index("<!--") + 4
+            end = next(
+                (j for j in range(i, len(lines)) if "-->" in lines[j][after if j == i else 0 :]),
+                None,
+            )
+            if end is not None:
+                i = end + 1
+                continue
+            closable = False
+        kept.append(line)
+        i += 1
+    return "\n".join(kept)
 
 
 def _structured(doc: Extracted, title: str, stem: str) -> ParsedDocument:
