@@ -82,3 +82,29 @@ def build_pdf(
 @pytest.fixture
 def make_pdf() -> Callable[..., bytes]:
     return build_pdf
+
+
+# --- the system of record: the same tests on SQLite and on a real PostgreSQL ------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():  # type: ignore[no-untyped-def]
+    """One real PostgreSQL server for the session (tests take a fresh database each)."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty system of record: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    server = request.getfixturevalue("postgres_server")
+    url: str = server.fresh_database()
+    return url

@@ -112,6 +112,21 @@ class GatewaySettings(ServiceSettings):
         5.0, ge=0, description="How long the known collections and their fields are cached."
     )
 
+    # --- the system of record ------------------------------------------------------------
+    database_url: SecretStr = Field(
+        SecretStr(""),
+        description="The system of record of tenants, API keys, audit events, conversations "
+        "and feedback: postgresql://user:password@host/db (compose, Kubernetes) or "
+        "sqlite:///path (the embedded default); empty = SQLite in memory, gone at restart. "
+        "`groundwire up` sets sqlite:///GROUNDWIRE_HOME/state/gateway.sqlite3.",
+    )
+    migrate_on_start: bool = Field(
+        True,
+        description="Upgrade the gateway's tables when it starts (replicas take a lock, so "
+        "they never race); false = refuse to start until `groundwire db upgrade` (or the "
+        "deployment's migrate job) has run.",
+    )
+
     # --- API keys ------------------------------------------------------------------------
     admin_api_keys: SecretStr = Field(
         SecretStr(""),

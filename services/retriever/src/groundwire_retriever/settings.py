@@ -29,6 +29,19 @@ class RetrieverSettings(ServiceSettings):
         "the collections are written: a job's state outlives gateway and retriever "
         "restarts, and a job a crash interrupted is reported failed on the next start.",
     )
+    database_url: SecretStr = Field(
+        SecretStr(""),
+        description="The system of record of jobs, their documents and reports, and sync "
+        "definitions: postgresql://user:password@host/db (compose, Kubernetes: every "
+        "replica sees every job) or sqlite:///path; empty = sqlite:///JOBS_PATH/jobs.sqlite3 "
+        "(one machine).",
+    )
+    migrate_on_start: bool = Field(
+        True,
+        description="Upgrade the retriever's tables when it starts (replicas take a lock, "
+        "so they never race); false = refuse to start until `groundwire db upgrade` (or "
+        "the deployment's migrate job) has run.",
+    )
     min_free_disk_mib: int = Field(
         DEFAULT_MIN_FREE_MIB,
         ge=0,

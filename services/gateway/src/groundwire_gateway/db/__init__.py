@@ -1,0 +1,1 @@
+"""The gateway's tables in the system of record (see base.py)."""

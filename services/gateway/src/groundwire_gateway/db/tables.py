@@ -1,0 +1,4 @@
+"""Every table of the gateway, imported here so that ``Base.metadata`` knows them all
+(the migrations' env.py and the tests import this module)."""
+
+from __future__ import annotations

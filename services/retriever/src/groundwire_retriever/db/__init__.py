@@ -1,0 +1,1 @@
+"""The retriever's tables in the system of record (see base.py)."""

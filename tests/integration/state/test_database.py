@@ -1,0 +1,74 @@
+"""The system of record's plumbing on SQLite and a real PostgreSQL: engines from URLs,
+migrations recorded per service, a service refusing a schema that is behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from groundwire_core.database import (
+    create_engine,
+    current_revision,
+    head_revision,
+    masked,
+    prepare,
+    upgrade,
+)
+from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_gateway.db.base import MIGRATIONS as GATEWAY
+from groundwire_retriever.db.base import MIGRATIONS as RETRIEVER
+
+
+async def test_each_service_migrates_to_its_own_head_in_one_database(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        with pytest.raises(Unavailable, match="db upgrade"):
+            await prepare(engine, GATEWAY, migrate=False)
+        await asyncio.gather(upgrade(engine, GATEWAY), upgrade(engine, RETRIEVER))
+        assert await current_revision(engine, GATEWAY) == head_revision(GATEWAY)
+        assert await current_revision(engine, RETRIEVER) == head_revision(RETRIEVER)
+        await upgrade(engine, GATEWAY)  # again: a no-op
+        await prepare(engine, GATEWAY, migrate=False)
+        async with engine.connect() as conn:
+            tables = {
+                row[0]
+                for row in await conn.execute(
+                    text(
+                        "SELECT name FROM sqlite_master WHERE type='table'"
+                        if engine.dialect.name == "sqlite"
+                        else "SELECT tablename FROM pg_tables WHERE schemaname='public'"
+                    )
+                )
+            }
+        assert {"alembic_version_gateway", "alembic_version_retriever"} <= tables
+    finally:
+        await engine.dispose()
+
+
+async def test_replicas_upgrading_together_do_not_race(database_url: str) -> None:
+    engines = [create_engine(database_url) for _ in range(3)]
+    try:
+        await asyncio.gather(*(upgrade(e, GATEWAY) for e in engines))
+        assert await current_revision(engines[0], GATEWAY) == head_revision(GATEWAY)
+    finally:
+        for engine in engines:
+            await engine.dispose()
+
+
+def test_urls_are_checked_and_masked() -> None:
+    with pytest.raises(InvalidInput, match="unsupported database"):
+        create_engine("mysql://u:p@h/db")
+    shown = masked("postgresql://groundwire:s3cret@db:5432/gw")
+    assert "s3cret" not in shown and "db:5432/gw" in shown
+
+
+async def test_an_unreachable_database_is_unavailable_not_a_crash() -> None:
+    engine = create_engine("postgresql://u:p@127.0.0.1:9/none")
+    try:
+        with pytest.raises(Unavailable) as caught:
+            await prepare(engine, GATEWAY, migrate=True)
+        assert "p@" not in caught.value.message
+    finally:
+        await engine.dispose()
