@@ -564,24 +564,30 @@ class StartJobRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., ingest: _Optional[_Union[IngestJob, _Mapping]] = ..., sync: _Optional[_Union[SyncDefinition, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "tenant")
     ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "tenant")
     ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("collection", "limit")
+    __slots__ = ("collection", "limit", "tenant")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     collection: str
     limit: int
-    def __init__(self, collection: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    tenant: str
+    def __init__(self, collection: _Optional[str] = ..., limit: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
@@ -646,7 +652,7 @@ class JobDelta(_message.Message):
     def __init__(self, new: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ..., unchanged: _Optional[int] = ..., deleted: _Optional[_Iterable[str]] = ..., renamed: _Optional[_Iterable[_Union[JobRename, _Mapping]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "collection", "kind", "state", "created_at", "started_at", "finished_at", "counts", "documents", "error", "delta", "cancel_requested")
+    __slots__ = ("id", "collection", "kind", "state", "created_at", "started_at", "finished_at", "counts", "documents", "error", "delta", "cancel_requested", "tenant")
     ID_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -659,6 +665,7 @@ class Job(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     id: str
     collection: str
     kind: JobKind
@@ -671,7 +678,8 @@ class Job(_message.Message):
     error: str
     delta: JobDelta
     cancel_requested: bool
-    def __init__(self, id: _Optional[str] = ..., collection: _Optional[str] = ..., kind: _Optional[_Union[JobKind, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[float] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., counts: _Optional[_Union[JobCounts, _Mapping]] = ..., documents: _Optional[_Iterable[_Union[JobDocument, _Mapping]]] = ..., error: _Optional[str] = ..., delta: _Optional[_Union[JobDelta, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    tenant: str
+    def __init__(self, id: _Optional[str] = ..., collection: _Optional[str] = ..., kind: _Optional[_Union[JobKind, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[float] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., counts: _Optional[_Union[JobCounts, _Mapping]] = ..., documents: _Optional[_Iterable[_Union[JobDocument, _Mapping]]] = ..., error: _Optional[str] = ..., delta: _Optional[_Union[JobDelta, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class SyncDefinition(_message.Message):
     __slots__ = ("kind", "location", "include", "exclude", "max_bytes", "page_limit", "delay_s", "prefix", "url_prefix")

@@ -226,9 +226,11 @@ class RetrieverServiceServicer:
     def StartJob(self, request, context):
         """Queues a job (an ingest of the documents sent, or a sync of a source set) and
         answers at once with it (state QUEUED). Jobs of one collection run one at a time
-        in the order they were started; searches are never blocked. The job's state lives
-        in the retriever's data folder: it survives restarts, and a job a crash
-        interrupted is reported FAILED with what it had applied.
+        in the order they were started, across every replica; searches are never blocked.
+        The job (state, report, queued documents) lives in the retriever's system of
+        record, so any replica answers for it, and a job whose worker died is reported
+        FAILED with what it had applied. The job belongs to the collection's tenant.
+        RESOURCE_EXHAUSTED when that tenant's queued jobs or bytes are at their cap.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
