@@ -11,6 +11,8 @@ groundwire chat QUESTION           ask the running cluster; a cited answer
 groundwire mcp --gateway URL       the gateway's MCP tools over stdio (Claude Desktop, IDEs)
 groundwire keys create|list|revoke scoped API keys (tenant, role) via the admin API
 groundwire config show [SERVICE]   the settings each service gets from `up` (secrets masked)
+groundwire db upgrade              run every service's migrations of the system of record
+groundwire backup --out DIR        collections + system of record into a folder (`restore --from`)
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
 groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
 groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/chat)
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import httpx
 
+from groundwire_cli import backup as backup_cli
 from groundwire_cli import config as config_cli
 from groundwire_cli import demo as demo_cli
 from groundwire_cli import evaluation, golden, lifecycle
@@ -375,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
     keys_cli.add_parser(sub)
+    backup_cli.add_parsers(sub, cluster_args)
 
     models = sub.add_parser("models", help="build model folders")
     models_sub = models.add_subparsers(dest="models_command", required=True)
