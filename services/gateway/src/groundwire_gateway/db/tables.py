@@ -2,3 +2,7 @@
 (the migrations' env.py and the tests import this module)."""
 
 from __future__ import annotations
+
+from groundwire_gateway.db import audit, counters, keys
+
+__all__ = ["audit", "counters", "keys"]
