@@ -4,6 +4,7 @@ migrations recorded per service, a service refusing a schema that is behind."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -72,3 +73,28 @@ async def test_an_unreachable_database_is_unavailable_not_a_crash() -> None:
         assert "p@" not in caught.value.message
     finally:
         await engine.dispose()
+
+
+def test_groundwire_db_upgrade_migrates_every_service(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from groundwire_cli.__main__ import main as groundwire
+
+    with pytest.raises(SystemExit) as done:
+        groundwire(
+            [
+                "db",
+                "upgrade",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--gateway-db",
+                database_url,
+                "--retriever-db",
+                database_url,
+            ]
+        )
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert f"gateway: {masked(database_url)} at {head_revision(GATEWAY)}" in out
+    assert f"retriever: {masked(database_url)} at {head_revision(RETRIEVER)}" in out
+    assert "groundwire-test" not in out  # the PostgreSQL password is masked
