@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from groundwire_gateway.db import audit, counters, keys
+from groundwire_gateway.db import audit, conversation_tables, counters, keys
 
-__all__ = ["audit", "counters", "keys"]
+__all__ = ["audit", "conversation_tables", "counters", "keys"]
