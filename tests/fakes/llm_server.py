@@ -5,7 +5,11 @@ streamed SSE), so the real SDKs can be driven against them.
 Programmable per test: a script of replies (text chunks, tool calls, JSON answers),
 delays (time to first token, per-token delay), failures (any HTTP status with the
 API's error body, 429/529 with retry-after, a hang before or during the stream, an
-error event or a dropped connection mid-stream). Every request body is recorded, and
+error event or a dropped connection mid-stream), a reasoning model's thinking
+(``reasoning``: OpenAI ``reasoning_content`` deltas, Anthropic ``thinking`` blocks;
+``<think>`` blocks go in ``text`` as chunks split wherever a test likes) and a model
+without tools (``reject_tools``: a 400 for any request that offers tools, as vLLM or
+Ollama answer). Every request body is recorded, and
 so is every client disconnect (with the time it happened), so tests can assert what
 the model was sent and that a cancelled stream was closed.
 
@@ -80,6 +84,14 @@ _OPENAI_ERROR_TYPES = {
 }
 
 
+TOOLS_REJECTED: dict[Api, str] = {
+    # what vLLM (started without a tool parser) and Ollama (a model without tools) say
+    "openai": '"auto" tool choice requires --enable-auto-tool-choice and '
+    "--tool-call-parser to be set",
+    "anthropic": "registry.ollama.ai/library/gemma:2b does not support tools",
+}
+
+
 @dataclass
 class ToolUse:
     """A tool call the fake model makes. ``arguments`` may be a raw string to send
@@ -107,6 +119,8 @@ class Reply:
     ``drop_after_chunks`` or ``error_after_chunks`` content chunks the stream stalls,
     the connection is cut, or an error event (``error_type``, default an overload)
     is sent. ``ttft_s``/``token_delay_s`` override the server's delays.
+    ``reasoning``: thinking sent before the text, apart from it (a string streamed
+    word by word, or chunks).
     """
 
     text: str | list[str] = ""
@@ -123,6 +137,7 @@ class Reply:
     ttft_s: float | None = None
     token_delay_s: float | None = None
     stop_reason: str | None = None
+    reasoning: str | list[str] = ""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Reply:
@@ -146,6 +161,11 @@ class Reply:
 
     def full_text(self) -> str:
         return "".join(self.chunks())
+
+    def reasoning_chunks(self) -> list[str]:
+        if isinstance(self.reasoning, list):
+            return list(self.reasoning)
+        return _split_text(self.reasoning)
 
 
 ReplyFactory = Callable[["RecordedRequest"], Reply]
@@ -200,6 +220,8 @@ class FakeLLMServer:
     Start it with ``async with`` (or :meth:`start`/:meth:`stop`) on the test's event
     loop; ``port`` 0 picks a free port. ``api_key``, when set, is required (as
     ``x-api-key`` or ``Authorization: Bearer``); otherwise any key is accepted.
+    ``reject_tools`` (settable at any time): every request that offers tools gets an
+    HTTP 400 saying the model does not support them, without using the script.
     """
 
     def __init__(
@@ -212,12 +234,14 @@ class FakeLLMServer:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        reject_tools: bool = False,
     ) -> None:
         self.script: deque[ScriptItem] = deque(script)
         self.default = default
         self.ttft_s = ttft_s
         self.token_delay_s = token_delay_s
         self.api_key = api_key
+        self.reject_tools = reject_tools
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[RecordedDisconnect] = []
         self.completed = 0
@@ -366,6 +390,8 @@ class FakeLLMServer:
         index = len(self.requests) - 1
         if not self._authorized(request):
             return self._error(api, 401, None, "invalid api key")
+        if self.reject_tools and body.get("tools"):
+            return self._error(api, 400, None, TOOLS_REJECTED[api])
         if self.script:
             reply = _as_reply(self.script.popleft(), recorded)
         elif self.default is not None:
@@ -438,8 +464,13 @@ class FakeLLMServer:
     def _whole(self, api: Api, reply: Reply, model: str) -> web.Response:
         text = reply.full_text()
         ident = next(self._ids)
+        thought = "".join(reply.reasoning_chunks())
         if api == "anthropic":
-            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            content: list[dict[str, Any]] = []
+            if thought:
+                content.append({"type": "thinking", "thinking": thought, "signature": "sig"})
+            if text:
+                content.append({"type": "text", "text": text})
             for n, call in enumerate(reply.tool_calls):
                 content.append(
                     {
@@ -463,6 +494,8 @@ class FakeLLMServer:
                 }
             )
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if thought:
+            message["reasoning_content"] = thought
         if reply.tool_calls:
             message["tool_calls"] = [
                 {
@@ -561,6 +594,38 @@ def _anthropic_events(reply: Reply, model: str, ident: int) -> Iterable[tuple[bo
     )
     yield False, _sse("ping", {"type": "ping"})
     index = 0
+    thinking = reply.reasoning_chunks()
+    if thinking:
+        yield (
+            False,
+            _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                },
+            ),
+        )
+        for piece in thinking:
+            delta = {"type": "thinking_delta", "thinking": piece}
+            yield (
+                True,
+                _sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                ),
+            )
+        signature = {"type": "signature_delta", "signature": "sig"}
+        yield (
+            False,
+            _sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": signature},
+            ),
+        )
+        yield False, _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+        index += 1
     if chunks:
         yield (
             False,
@@ -650,6 +715,8 @@ def _openai_events(reply: Reply, model: str, ident: int) -> Iterable[tuple[bool,
         )
 
     yield False, chunk({"role": "assistant", "content": ""})
+    for thought in reply.reasoning_chunks():
+        yield True, chunk({"reasoning_content": thought})
     for text in reply.chunks():
         yield True, chunk({"content": text})
     for n, call in enumerate(reply.tool_calls):
@@ -818,6 +885,7 @@ async def _main(args: argparse.Namespace) -> None:
         api_key=args.api_key,
         host=args.host,
         port=args.port,
+        reject_tools=args.reject_tools,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -863,6 +931,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--quote", action="store_true", help="with --orchestrator-answers: quote verbatim"
+    )
+    parser.add_argument(
+        "--reject-tools",
+        action="store_true",
+        help="answer every request that offers tools with HTTP 400 (a model without tools)",
     )
     parser.add_argument(
         "--keep-log", type=int, default=None, help="record only the last N requests (load runs)"

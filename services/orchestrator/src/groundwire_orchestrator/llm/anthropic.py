@@ -1,8 +1,11 @@
 """Claude through the Anthropic Messages API (the official ``anthropic`` SDK, async).
 
 Streams text deltas and tool calls; sends tool results back as ``tool_result``
-blocks. The SDK's own retries are off: a failing provider is left to the failover
-chain, which knows whether another provider can answer instead.
+blocks. Thinking never reaches the answer text: ``thinking`` blocks, and the
+``<think>`` blocks that reasoning models behind Anthropic-compatible endpoints write
+into their text (llm/reasoning.py), come out as ``ReasoningDelta``. The SDK's own
+retries are off: a failing provider is left to the failover chain, which knows
+whether another provider can answer instead.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from anthropic.types import (
     RawContentBlockStopEvent,
     RawMessageDeltaEvent,
     TextBlock,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
 )
 from anthropic.types import TextDelta as SdkTextDelta
@@ -35,12 +40,13 @@ from groundwire_orchestrator.llm import failures, wire
 from groundwire_orchestrator.llm.base import (
     LLMRequest,
     ModelRole,
+    ReasoningDelta,
     StreamEvent,
-    TextDelta,
     ToolCall,
     ToolResult,
     Turn,
 )
+from groundwire_orchestrator.llm.reasoning import ReasoningFilter, events, split_reasoning
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +132,7 @@ class _StreamReader:
     def __init__(self, provider: str) -> None:
         self._provider = provider
         self._tool_uses: dict[int, tuple[str, str, list[str]]] = {}
+        self._thinking = ReasoningFilter()
         self.stop_reason: str | None = None
 
     def feed(self, event: object) -> Iterator[StreamEvent]:
@@ -134,12 +141,17 @@ class _StreamReader:
             if isinstance(block, ToolUseBlock):
                 self._tool_uses[event.index] = (block.id, block.name, [])
             elif isinstance(block, TextBlock) and block.text:
-                yield TextDelta(block.text)
+                yield from events(self._thinking.feed(block.text))
+            elif isinstance(block, ThinkingBlock) and block.thinking:
+                yield ReasoningDelta(block.thinking)
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
             if isinstance(delta, SdkTextDelta):
                 if delta.text:
-                    yield TextDelta(delta.text)
+                    yield from events(self._thinking.feed(delta.text))
+            elif isinstance(delta, ThinkingDelta):
+                if delta.thinking:
+                    yield ReasoningDelta(delta.thinking)
             elif isinstance(delta, InputJSONDelta):
                 pending = self._tool_uses.get(event.index)
                 if pending is None:
@@ -152,6 +164,10 @@ class _StreamReader:
                 yield ToolCall(call_id, name, wire.tool_arguments(self._provider, "".join(parts)))
         elif isinstance(event, RawMessageDeltaEvent):
             self.stop_reason = event.delta.stop_reason
+
+    def flush(self) -> Iterator[StreamEvent]:
+        """Text the reasoning filter still holds, at the end of the stream."""
+        yield from events(self._thinking.flush())
 
 
 class AnthropicProvider:
@@ -238,6 +254,8 @@ class AnthropicProvider:
             async for event in stream:
                 for out in reader.feed(event):
                     yield out
+        for out in reader.flush():
+            yield out
         log.debug("%s stream ended: %s", self.name, reader.stop_reason)
 
     async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
@@ -258,7 +276,8 @@ class AnthropicProvider:
         if spent is not None:  # the API's own count, for the request's token meter
             usage.record(spent.input_tokens or 0, spent.output_tokens or 0, estimated=False)
         content = cast(list[object], message.content)
-        return "".join(block.text for block in content if isinstance(block, TextBlock))
+        text = "".join(block.text for block in content if isinstance(block, TextBlock))
+        return split_reasoning(text).answer
 
     async def warm_up(self) -> None:
         """Pays the SDK's one-time costs before the first request, whose deadline they

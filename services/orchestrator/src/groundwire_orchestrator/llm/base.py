@@ -39,6 +39,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A reasoning model's thinking (``<think>`` blocks, ``reasoning_content``,
+    Anthropic ``thinking``): never part of the answer (see llm/reasoning.py)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     role: Literal["user", "assistant"]
     content: str
@@ -69,7 +77,7 @@ class LLMRequest:
     stop: tuple[str, ...] = field(default=())
 
 
-StreamEvent = TextDelta | ToolCall
+StreamEvent = TextDelta | ReasoningDelta | ToolCall
 
 
 class LLMProvider(Protocol):
@@ -81,12 +89,13 @@ class LLMProvider(Protocol):
         ...
 
     def stream(self, request: LLMRequest, *, timeout_s: float) -> AsyncIterator[StreamEvent]:
-        """Streams text deltas and tool calls. Cancelling the iteration cancels the
+        """Streams text deltas (the answer only), the model's thinking apart, and tool
+        calls. Cancelling the iteration cancels the
         HTTP request (the remote side sees the connection close)."""
         ...
 
     async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
-        """The whole text of a reply (no tools)."""
+        """The whole text of a reply (no tools), its thinking left out."""
         ...
 
     async def aclose(self) -> None:

@@ -3,8 +3,10 @@ Ollama, LiteLLM, OpenAI itself.
 
 Uses the official ``openai`` SDK (the client those servers document), streaming over
 SSE. Tool calls arrive as ``tool_calls`` deltas whose JSON arguments come in
-fragments; a :class:`ToolCall` is emitted once the choice finishes. SDK retries are
-off: failing over is the failover chain's job.
+fragments; a :class:`ToolCall` is emitted once the choice finishes. A reasoning
+model's thinking (``<think>`` blocks in the content, or the ``reasoning_content`` /
+``reasoning`` deltas of vLLM, DeepSeek, OpenRouter) never reaches the answer text
+(llm/reasoning.py). SDK retries are off: failing over is the failover chain's job.
 """
 
 from __future__ import annotations
@@ -28,14 +30,19 @@ from groundwire_orchestrator.llm import failures, wire
 from groundwire_orchestrator.llm.base import (
     LLMRequest,
     ModelRole,
+    ReasoningDelta,
     StreamEvent,
-    TextDelta,
     ToolCall,
     ToolResult,
     Turn,
 )
+from groundwire_orchestrator.llm.reasoning import ReasoningFilter, events, split_reasoning
 
 log = logging.getLogger(__name__)
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where OpenAI-compatible servers put the thinking they split out themselves (vLLM,
+DeepSeek: ``reasoning_content``; OpenRouter, newer vLLM: ``reasoning``)."""
 
 NO_KEY = "EMPTY"
 """Given to the SDK, which insists on a key, when none is configured (keyless local
@@ -127,6 +134,7 @@ class _ChunkReader:
     def __init__(self, provider: str) -> None:
         self._provider = provider
         self._calls: dict[int, _PendingCall] = {}
+        self._thinking = ReasoningFilter()
         self.finish_reason: str | None = None
 
     def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
@@ -135,8 +143,11 @@ class _ChunkReader:
                 continue
             delta = choice.delta
             if delta is not None:
+                thought = _reasoning_of(delta.model_extra)
+                if thought:
+                    yield ReasoningDelta(thought)
                 if delta.content:
-                    yield TextDelta(delta.content)
+                    yield from events(self._thinking.feed(delta.content))
                 for part in delta.tool_calls or ():
                     # Some servers omit the index when a call arrives whole.
                     index = part.index if isinstance(part.index, int) else len(self._calls)
@@ -153,7 +164,9 @@ class _ChunkReader:
                 yield from self.flush()
 
     def flush(self) -> Iterator[StreamEvent]:
-        """The tool calls accumulated so far, complete, in index order."""
+        """Text held back by the reasoning filter, then the tool calls accumulated so
+        far, complete, in index order."""
+        yield from events(self._thinking.flush())
         calls, self._calls = self._calls, {}
         for index in sorted(calls):
             pending = calls[index]
@@ -164,6 +177,13 @@ class _ChunkReader:
                 pending.name,
                 wire.tool_arguments(self._provider, "".join(pending.arguments)),
             )
+
+
+def _reasoning_of(extra: dict[str, Any] | None) -> str:
+    """The thinking a message or delta carries in a reasoning field, if any."""
+    if not extra:
+        return ""
+    return "".join(v for k in REASONING_FIELDS if isinstance(v := extra.get(k), str))
 
 
 class OpenAICompatProvider:
@@ -278,7 +298,7 @@ class OpenAICompatProvider:
         spent = completion.usage
         if spent is not None:  # the API's own count, for the request's token meter
             usage.record(spent.prompt_tokens or 0, spent.completion_tokens or 0, estimated=False)
-        return completion.choices[0].message.content or ""
+        return split_reasoning(completion.choices[0].message.content or "").answer
 
     async def warm_up(self) -> None:
         """Pays the SDK's one-time costs before the first request, whose deadline they

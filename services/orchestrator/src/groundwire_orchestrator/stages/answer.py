@@ -36,6 +36,7 @@ from groundwire_orchestrator.llm.base import (
     ChatMessage,
     LLMProvider,
     LLMRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolResult,
@@ -121,6 +122,7 @@ class GroundedAnswerStage:
         tools = (SEARCH_TOOL, READ_DOCUMENT_TOOL) if agentic else ()
         traces: list[str] = []
         steps = 0
+        thought = 0
         details = {"provider": self._llm.name, "sources": str(len(inp.ledger))}
         while True:
             spent = agentic and steps >= inp.max_steps
@@ -148,6 +150,8 @@ class GroundedAnswerStage:
                                 yield AnswerDelta(text)
                     elif isinstance(event, ToolCall):
                         calls.append(event)
+                    elif isinstance(event, ReasoningDelta):  # never shown nor checked
+                        thought += len(event.text)
             except GroundwireError as error:
                 details.update(steps=str(steps), tools="; ".join(traces))
                 sent = bool(shown) and not may_call_tools
@@ -181,6 +185,8 @@ class GroundedAnswerStage:
             details.update(steps=str(steps), sources=str(len(inp.ledger)))
             if traces:
                 details["tools"] = "; ".join(traces)
+            if thought:
+                details["reasoning_chars"] = str(thought)
             ms = (time.perf_counter() - started) * 1e3
             yield AnswerFinished(
                 "".join(shown).strip(),
