@@ -47,6 +47,7 @@ def job_to_proto(job: Job, *, documents: bool = True) -> retriever_pb2.Job:
         ),
         error=job.error,
         cancel_requested=job.cancel_requested,
+        tenant=job.tenant,
     )
     if documents:
         out.documents.extend(

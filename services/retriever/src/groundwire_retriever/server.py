@@ -7,16 +7,19 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.clients.embedder import EmbedderClient
+from groundwire_core.database import create_engine, prepare, sqlite_url
 from groundwire_core.errors import InvalidInput
 from groundwire_core.grpc.client import create_channel
 from groundwire_retriever import convert, convert_jobs
+from groundwire_retriever.db.base import MIGRATIONS
+from groundwire_retriever.db.jobs import JobTables
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy
 from groundwire_retriever.ingest.sandbox import ParseSandbox
-from groundwire_retriever.jobs.runner import JobRunner
-from groundwire_retriever.jobs.store import JobStore
+from groundwire_retriever.jobs.runner import JobPolicy, JobRunner
 from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
 from groundwire_retriever.store import EdgeStore, VectorStore
@@ -39,6 +42,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         self._core: RetrieverCore | None = None
         self._sandbox: ParseSandbox | None = None
         self._jobs: JobRunner | None = None
+        self._database: AsyncEngine | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(self, server)
@@ -67,8 +71,26 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             keep_multi_vectors=s.keep_multi_vectors,
         )
         await self._core.start()
-        jobs_path = s.jobs_path or s.data_path / ".jobs"  # beside the collections
-        self._jobs = JobRunner(self._core, JobStore(jobs_path), sync_roots=s.sync_roots)
+        # the system of record of the jobs: shared by every replica (PostgreSQL), or a
+        # SQLite file beside the collections for one machine
+        url = s.database_url.get_secret_value() or sqlite_url(
+            (s.jobs_path or s.data_path / ".jobs") / "jobs.sqlite3"
+        )
+        self._database = create_engine(url)
+        await prepare(self._database, MIGRATIONS, migrate=s.migrate_on_start)
+        self._jobs = JobRunner(
+            self._core,
+            JobTables(self._database),
+            sync_roots=s.sync_roots,
+            policy=JobPolicy(
+                poll_s=s.job_poll_s,
+                heartbeat_s=s.job_heartbeat_s,
+                stale_after_s=s.job_stale_after_s,
+                workers=s.job_workers,
+                max_jobs_per_tenant=s.max_queued_jobs_per_tenant,
+                max_bytes_per_tenant=s.max_queued_job_bytes_per_tenant,
+            ),
+        )
         await self._jobs.start()
 
     def _store(self) -> VectorStore:
@@ -86,6 +108,8 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def stop(self) -> None:
         if self._jobs is not None:  # running jobs stop at a document boundary first
             await self._jobs.stop()
+        if self._database is not None:
+            await self._database.dispose()
         if self._core is not None:
             await self._core.stop()
         if self._sandbox is not None:
@@ -204,24 +228,24 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
     async def GetJob(
         self, request: retriever_pb2.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.Job:
-        return convert_jobs.job_to_proto(await self.jobs.get(request.id))
+        return convert_jobs.job_to_proto(await self.jobs.get(request.id, request.tenant))
 
     async def WatchJob(
         self, request: retriever_pb2.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[retriever_pb2.Job]:
-        async with contextlib.aclosing(self.jobs.watch(request.id)) as updates:
+        async with contextlib.aclosing(self.jobs.watch(request.id, request.tenant)) as updates:
             async for job in updates:
                 yield convert_jobs.job_to_proto(job, documents=job.state.final)
 
     async def CancelJob(
         self, request: retriever_pb2.CancelJobRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.Job:
-        return convert_jobs.job_to_proto(await self.jobs.cancel(request.id))
+        return convert_jobs.job_to_proto(await self.jobs.cancel(request.id, request.tenant))
 
     async def ListJobs(
         self, request: retriever_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> retriever_pb2.ListJobsResponse:
-        jobs = await self.jobs.recent(request.collection, request.limit or 100)
+        jobs = await self.jobs.recent(request.collection, request.limit or 100, request.tenant)
         return retriever_pb2.ListJobsResponse(
             jobs=[convert_jobs.job_to_proto(j, documents=False) for j in jobs]
         )

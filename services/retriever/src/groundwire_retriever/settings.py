@@ -24,10 +24,8 @@ class RetrieverSettings(ServiceSettings):
     )
     jobs_path: Path | None = Field(
         None,
-        description="Folder of the ingest and sync jobs (a SQLite database, and each "
-        "queued job's documents until it ends); unset: DATA_PATH/.jobs. Keep it where "
-        "the collections are written: a job's state outlives gateway and retriever "
-        "restarts, and a job a crash interrupted is reported failed on the next start.",
+        description="Folder of the jobs' SQLite database when DATABASE_URL is empty "
+        "(JOBS_PATH/jobs.sqlite3; one machine); unset: DATA_PATH/.jobs.",
     )
     database_url: SecretStr = Field(
         SecretStr(""),
@@ -35,6 +33,44 @@ class RetrieverSettings(ServiceSettings):
         "definitions: postgresql://user:password@host/db (compose, Kubernetes: every "
         "replica sees every job) or sqlite:///path; empty = sqlite:///JOBS_PATH/jobs.sqlite3 "
         "(one machine).",
+    )
+    job_poll_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="Seconds between a replica's looks for queued jobs to claim (and for "
+        "stale ones to fail); also how often a job's watchers read its progress.",
+    )
+    job_heartbeat_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="Seconds between a running job's heartbeats (each document it "
+        "records beats too).",
+    )
+    job_stale_after_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="A running job whose last heartbeat is older is failed by any "
+        "replica's reaper (its worker died: killed, out of memory, machine lost), with "
+        "what its report says was applied; at least 3x JOB_HEARTBEAT_S. A killed "
+        "worker's job reads failed within JOB_STALE_AFTER_S + JOB_POLL_S.",
+    )
+    job_workers: int = Field(
+        4, ge=1, le=64, description="Jobs (of different collections) one replica runs at once."
+    )
+    max_queued_jobs_per_tenant: int = Field(
+        20,
+        ge=1,
+        description="Unfinished (queued or running) jobs a tenant may have; one more is "
+        "refused (overloaded, HTTP 429) until some end.",
+    )
+    max_queued_job_bytes_per_tenant: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Bytes of documents a tenant's unfinished ingest jobs may hold in the "
+        "system of record (each job is also bounded by the gateway's upload limit).",
     )
     migrate_on_start: bool = Field(
         True,
@@ -205,6 +241,8 @@ class RetrieverSettings(ServiceSettings):
             raise ValueError(
                 "REPLICA_REFRESH_S < REPLICA_STALE_AFTER_S < REPLICA_GRACE_S must hold"
             )
+        if self.job_stale_after_s < 3 * self.job_heartbeat_s:
+            raise ValueError("JOB_STALE_AFTER_S must be at least 3x JOB_HEARTBEAT_S")
         if self.qdrant_write_consistency > self.qdrant_replication_factor:
             raise ValueError("QDRANT_WRITE_CONSISTENCY exceeds QDRANT_REPLICATION_FACTOR")
         return self

@@ -72,3 +72,9 @@ class Job:
     delta: SyncDelta | None = None
     """A sync job's delta."""
     cancel_requested: bool = False
+    tenant: str = ""
+    """The owner: the collection's tenant when the job was started."""
+    worker: str = ""
+    """The replica process running it ("" unless running)."""
+    heartbeat_at: float = 0.0
+    """The running worker's last sign of life (Unix seconds)."""
