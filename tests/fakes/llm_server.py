@@ -181,6 +181,8 @@ class RecordedRequest:
     body: Any
     at: float
     """time.monotonic() when the request arrived."""
+    raw: bytes = field(default=b"", repr=False)
+    """The body as sent, byte for byte (not in ``/_fake/log``)."""
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,9 @@ class FakeLLMServer:
 
     def log(self) -> dict[str, Any]:
         return {
-            "requests": [asdict(r) for r in self.requests],
+            "requests": [
+                {k: v for k, v in asdict(r).items() if k != "raw"} for r in self.requests
+            ],
             "disconnects": [asdict(d) for d in self.disconnects],
             "completed": self.completed,
             "script_left": len(self.script),
@@ -374,8 +378,9 @@ class FakeLLMServer:
         )
 
     async def _serve(self, api: Api, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except ValueError:
             return self._error(api, 400, "invalid_request_error", "body is not JSON")
         recorded = RecordedRequest(
@@ -384,6 +389,7 @@ class FakeLLMServer:
             headers=dict(request.headers),
             body=body,
             at=time.monotonic(),
+            raw=raw,
         )
         self.requests.append(recorded)
         self._note_change()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -210,8 +211,12 @@ class AnthropicProvider:
             return {"Authorization": anthropic.omit}
         return None
 
-    def _failure(self, exc: BaseException) -> GroundwireError | None:
-        """The GroundwireError for an SDK or transport exception; None for others."""
+    def _failure(
+        self, exc: BaseException, *, tools_offered: bool = False
+    ) -> GroundwireError | None:
+        """The GroundwireError for an SDK or transport exception; None for others.
+        ``tools_offered``: the request offered tools (a refusal of them is
+        ToolsUnsupported)."""
         name = self.name
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException | TimeoutError):
             return failures.timed_out(name)
@@ -220,7 +225,12 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APIStatusError):
             log.warning("%s answered HTTP %s: %s", name, exc.status_code, exc.api_message)
             return failures.error_for_status(
-                name, exc.status_code, error_type=exc.type, headers=exc.response.headers
+                name,
+                exc.status_code,
+                error_type=exc.type,
+                headers=exc.response.headers,
+                message=exc.api_message,
+                tools_offered=tools_offered,
             )
         if isinstance(exc, anthropic.AnthropicError | ValueError):
             log.warning("%s sent a malformed reply: %r", name, exc)
@@ -234,9 +244,10 @@ class AnthropicProvider:
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
         params = request_params(request, self._config.model(request.role), tools=True)
+        failure = functools.partial(self._failure, tools_offered="tools" in params)
         events = await wire.call(
             self.name,
-            self._failure,
+            failure,
             lambda: self._sdk().messages.create(
                 **params,
                 stream=True,

@@ -10,6 +10,7 @@ only extracts the three facts from its SDK's exception.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 
@@ -28,6 +29,31 @@ _OVERLOADED_TYPES = frozenset(
 )
 _TIMEOUT_TYPES = frozenset({"timeout_error", "timeout"})
 _UNAVAILABLE_TYPES = frozenset({"api_error", "server_error", "service_unavailable"})
+
+_TOOLS_STATUSES = frozenset({400, 404, 422, 501})
+_TOOLS_WORD = re.compile(r"\b(tools?|tool[_ ]choice|functions?|function[_ ]call(?:ing|s)?)\b", re.I)
+_TOOLS_REFUSAL = re.compile(
+    r"not support|unsupported|doesn't support|does not support|not enabled|requires?|"
+    r"not permitted|not allowed|unrecognized|unknown|extra (?:inputs|fields)|not available",
+    re.I,
+)
+
+
+class ToolsUnsupported(BackendFailure):
+    """The provider refused a request because it offered tools: the model or server
+    has no function calling (vLLM without a tool parser, an Ollama model without
+    tools, a gateway that drops the field). The same request without tools can
+    succeed; the agentic loop retries once without them."""
+
+
+def rejects_tools(status: int, message: str | None) -> bool:
+    """Whether an HTTP error answering a request that offered tools says it was the
+    tools: a 400/404/422/501 whose message names tools (or functions, tool_choice)
+    beside a refusal ("does not support", "requires", "unrecognized"...). Auth (401,
+    403), quota (429) and other errors never are."""
+    if status not in _TOOLS_STATUSES or not message:
+        return False
+    return bool(_TOOLS_WORD.search(message) and _TOOLS_REFUSAL.search(message))
 
 
 def dependency(provider: str) -> str:
@@ -67,15 +93,21 @@ def error_for_status(
     *,
     error_type: str | None = None,
     headers: Mapping[str, str] | None = None,
+    message: str | None = None,
+    tools_offered: bool = False,
 ) -> GroundwireError:
     """The error for an HTTP answer ``status`` (or, for an error reported inside a
     200 stream, ``status`` 200 and the body's ``error_type``).
 
-    429/529/overloaded → Overloaded (with retry-after); 408/timeout → DeadlineExceeded;
-    5xx/api_error → Unavailable; any other 4xx or unknown type → BackendFailure.
+    A request that offered tools and was refused for them (:func:`rejects_tools`,
+    read from the API's ``message``) → ToolsUnsupported; 429/529/overloaded →
+    Overloaded (with retry-after); 408/timeout → DeadlineExceeded; 5xx/api_error →
+    Unavailable; any other 4xx or unknown type → BackendFailure.
     """
     dep = dependency(provider)
     what = f"HTTP {status}" + (f", {error_type}" if error_type else "")
+    if tools_offered and rejects_tools(status, message):
+        return ToolsUnsupported(f"{provider} does not support tools ({what})", dependency=dep)
     if status in (429, 529) or error_type in _OVERLOADED_TYPES:
         return Overloaded(
             f"{provider} is overloaded ({what})",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -223,8 +224,12 @@ class OpenAICompatProvider:
             return {"Authorization": openai.omit}
         return None
 
-    def _failure(self, exc: BaseException) -> GroundwireError | None:
-        """The GroundwireError for an SDK or transport exception; None for others."""
+    def _failure(
+        self, exc: BaseException, *, tools_offered: bool = False
+    ) -> GroundwireError | None:
+        """The GroundwireError for an SDK or transport exception; None for others.
+        ``tools_offered``: the request offered tools (a refusal of them is
+        ToolsUnsupported)."""
         name = self.name
         if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return failures.timed_out(name)
@@ -237,6 +242,8 @@ class OpenAICompatProvider:
                 exc.status_code,
                 error_type=exc.type or exc.code,
                 headers=exc.response.headers,
+                message=exc.message,
+                tools_offered=tools_offered,
             )
         if isinstance(exc, openai.APIError):
             # An error reported inside a 200 stream: no status, only the body's type.
@@ -254,9 +261,10 @@ class OpenAICompatProvider:
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
         params = request_params(request, self._config.model(request.role), tools=True)
+        failure = functools.partial(self._failure, tools_offered="tools" in params)
         chunks = await wire.call(
             self.name,
-            self._failure,
+            failure,
             lambda: self._sdk().chat.completions.create(
                 **params,
                 stream=True,

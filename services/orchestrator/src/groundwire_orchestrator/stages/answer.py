@@ -44,11 +44,13 @@ from groundwire_orchestrator.llm.base import (
     served_by,
 )
 from groundwire_orchestrator.llm.base import Turn as LLMTurn
+from groundwire_orchestrator.llm.failures import ToolsUnsupported
 from groundwire_orchestrator.text.ledger import CitationFilter, SourceLedger
 from groundwire_orchestrator.text.prompting import (
     BUDGET_SPENT,
     READ_DOCUMENT_TOOL,
     SEARCH_TOOL,
+    AnswerPrompt,
     answer_prompt,
 )
 
@@ -105,19 +107,22 @@ class GroundedAnswerStage:
     def provider(self) -> str:
         return self._llm.name
 
-    async def run(self, inp: AnswerInput) -> AsyncIterator[AnswerEvent]:
-        """Streams the answer; ends with exactly one AnswerFinished or AnswerFailed."""
-        started = time.perf_counter()
-        agentic = inp.toolbox is not None and inp.max_steps > 0
-        prompt = answer_prompt(
+    def _prompt(self, inp: AnswerInput, *, tools: bool) -> AnswerPrompt:
+        return answer_prompt(
             inp.question,
             inp.history,
             inp.ledger.sources,
             context_tokens=self._context_tokens,
             history_tokens=self._history_tokens,
-            tools=agentic,
+            tools=tools,
             instructions=inp.instructions,
         )
+
+    async def run(self, inp: AnswerInput) -> AsyncIterator[AnswerEvent]:
+        """Streams the answer; ends with exactly one AnswerFinished or AnswerFailed."""
+        started = time.perf_counter()
+        agentic = inp.toolbox is not None and inp.max_steps > 0
+        prompt = self._prompt(inp, tools=agentic)
         messages: list[LLMTurn] = list(prompt.messages)
         tools = (SEARCH_TOOL, READ_DOCUMENT_TOOL) if agentic else ()
         traces: list[str] = []
@@ -153,6 +158,16 @@ class GroundedAnswerStage:
                     elif isinstance(event, ReasoningDelta):  # never shown nor checked
                         thought += len(event.text)
             except GroundwireError as error:
+                if isinstance(error, ToolsUnsupported) and agentic and steps == 0:
+                    # The first tool-calling request, refused for its tools: once more
+                    # without them (the request max_agent_steps=0 sends), answering
+                    # from the seeded excerpts. None of it reached the reader (a step
+                    # that may call tools holds its text back).
+                    agentic, tools = False, ()
+                    prompt = self._prompt(inp, tools=False)
+                    messages = list(prompt.messages)
+                    details["tools_retry"] = f"retried without tools: {error.message}"
+                    continue
                 details.update(steps=str(steps), tools="; ".join(traces))
                 sent = bool(shown) and not may_call_tools
                 yield AnswerFailed(error, streamed=sent, details=details)
