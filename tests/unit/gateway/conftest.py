@@ -105,6 +105,7 @@ class FakeJobs:
     def __init__(self, upstream: FakeUpstream) -> None:
         self.upstream = upstream
         self.jobs: dict[str, job_models.JobOut] = {}
+        self.owners: dict[str, str] = {}
 
     async def start_ingest(
         self, collection: str, body: models.IngestBody, files: list[tuple[str, bytes]]
@@ -172,20 +173,34 @@ class FakeJobs:
         self.jobs[job.id] = job
         return job
 
-    async def get(self, job_id: str) -> job_models.JobOut:
-        if job_id not in self.jobs:
+    def owner(self, job: job_models.JobOut) -> str:
+        """As the retriever: a job belongs to its collection's tenant when started."""
+        if job.id not in self.owners:
+            found = self.upstream.collections.get(job.collection)
+            self.owners[job.id] = found.tenant if found is not None else "public"
+        return self.owners[job.id]
+
+    async def get(self, job_id: str, tenant: str = "") -> job_models.JobOut:
+        job = self.jobs.get(job_id)
+        if job is None or tenant not in ("", self.owner(job)):
             raise NotFound(f"job {job_id!r} does not exist")
-        return self.jobs[job_id]
+        return job
 
-    async def cancel(self, job_id: str) -> job_models.JobOut:
-        return await self.get(job_id)
+    async def cancel(self, job_id: str, tenant: str = "") -> job_models.JobOut:
+        return await self.get(job_id, tenant)
 
-    async def recent(self, collection: str = "", limit: int = 100) -> list[job_models.JobOut]:
-        found = [j for j in self.jobs.values() if collection in ("", j.collection)]
+    async def recent(
+        self, collection: str = "", limit: int = 100, tenant: str = ""
+    ) -> list[job_models.JobOut]:
+        found = [
+            j
+            for j in self.jobs.values()
+            if collection in ("", j.collection) and tenant in ("", self.owner(j))
+        ]
         return [j.model_copy(update={"documents": []}) for j in reversed(found)][:limit]
 
-    async def watch(self, job_id: str) -> AsyncIterator[job_models.JobOut]:
-        job = await self.get(job_id)
+    async def watch(self, job_id: str, tenant: str = "") -> AsyncIterator[job_models.JobOut]:
+        job = await self.get(job_id, tenant)
         yield job.model_copy(update={"state": "running", "documents": []})
         yield job
 

@@ -151,32 +151,37 @@ class JobsClient:
             job = await self._stub.StartJob(request, timeout=self._timeout)
         return job_from_proto(job)
 
-    async def get(self, job_id: str) -> job_models.JobOut:
+    # ``tenant`` below: only a job that tenant owns (another's is NotFound, as an
+    # unknown id); "" for any (the operator). The retriever applies it in its query.
+
+    async def get(self, job_id: str, tenant: str = "") -> job_models.JobOut:
         with rpc_errors("retriever"):
             job = await self._stub.GetJob(
-                retriever_pb2.GetJobRequest(id=job_id), timeout=self._timeout
+                retriever_pb2.GetJobRequest(id=job_id, tenant=tenant), timeout=self._timeout
             )
         return job_from_proto(job)
 
-    async def cancel(self, job_id: str) -> job_models.JobOut:
+    async def cancel(self, job_id: str, tenant: str = "") -> job_models.JobOut:
         with rpc_errors("retriever"):
             job = await self._stub.CancelJob(
-                retriever_pb2.CancelJobRequest(id=job_id), timeout=self._timeout
+                retriever_pb2.CancelJobRequest(id=job_id, tenant=tenant), timeout=self._timeout
             )
         return job_from_proto(job)
 
-    async def recent(self, collection: str = "", limit: int = 100) -> list[job_models.JobOut]:
+    async def recent(
+        self, collection: str = "", limit: int = 100, tenant: str = ""
+    ) -> list[job_models.JobOut]:
         with rpc_errors("retriever"):
             reply = await self._stub.ListJobs(
-                retriever_pb2.ListJobsRequest(collection=collection, limit=limit),
+                retriever_pb2.ListJobsRequest(collection=collection, limit=limit, tenant=tenant),
                 timeout=self._timeout,
             )
         return [job_from_proto(j) for j in reply.jobs]
 
-    async def watch(self, job_id: str) -> AsyncIterator[job_models.JobOut]:
+    async def watch(self, job_id: str, tenant: str = "") -> AsyncIterator[job_models.JobOut]:
         """The job now and at each change, ending with it in a final state (no
         deadline: a job may run for hours; the caller going away cancels the call)."""
-        call = self._stub.WatchJob(retriever_pb2.GetJobRequest(id=job_id))
+        call = self._stub.WatchJob(retriever_pb2.GetJobRequest(id=job_id, tenant=tenant))
         try:
             with rpc_errors("retriever"):
                 async for job in call:

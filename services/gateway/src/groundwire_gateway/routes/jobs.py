@@ -39,11 +39,14 @@ def router(state: GatewayState) -> APIRouter:
     api = APIRouter(prefix="/v1/admin/jobs", tags=["admin"], responses=ADMIN_ERRORS)
     caller = admin_caller(state, "write")  # a write key runs its jobs and syncs
 
-    async def mine(admin: Principal, job: job_models.JobOut) -> job_models.JobOut:
-        """``job`` when its collection is one ``admin`` sees; else NotFound, as an
-        unknown id (another tenant's jobs do not exist for it)."""
-        if not admin.operator and job.collection not in await state.catalog.names(admin):
-            raise NotFound(f"no job '{job.id}'")
+    async def mine(admin: Principal, job_id: str) -> job_models.JobOut:
+        """The job when ``admin``'s tenant owns it (the operator: any) and, for a key
+        limited to some collections, its collection is one of them; else NotFound, as
+        an unknown id. Ownership, never the collection's name or visibility: a name
+        reused by another tenant, or a ``public`` collection, shows no one else's jobs."""
+        job = await state.upstream.jobs.get(job_id, owner(admin))
+        if admin.collections is not None and job.collection not in admin.collections:
+            raise NotFound(f"job {job_id!r} does not exist")
         return job
 
     @api.get("", response_model=job_models.JobList, summary="List ingest and sync jobs.")
@@ -54,10 +57,9 @@ def router(state: GatewayState) -> APIRouter:
         ] = None,
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
     ) -> job_models.JobList:
-        jobs = await state.upstream.jobs.recent(collection or "", limit)
-        if not admin.operator:
-            seen = await state.catalog.names(admin)
-            jobs = [j for j in jobs if j.collection in seen]
+        jobs = await state.upstream.jobs.recent(collection or "", limit, owner(admin))
+        if admin.collections is not None:
+            jobs = [j for j in jobs if j.collection in admin.collections]
         return job_models.JobList(jobs=jobs)
 
     @api.get(
@@ -68,7 +70,7 @@ def router(state: GatewayState) -> APIRouter:
     async def get_job(
         job_id: JobId, admin: Annotated[Principal, Depends(caller)]
     ) -> job_models.JobOut:
-        return _seen(state, await mine(admin, await state.upstream.jobs.get(job_id)))
+        return _seen(state, await mine(admin, job_id))
 
     @api.get(
         "/{job_id}/events",
@@ -86,8 +88,9 @@ def router(state: GatewayState) -> APIRouter:
     async def job_events(
         job_id: JobId, admin: Annotated[Principal, Depends(caller)]
     ) -> EventSourceResponse:
-        await mine(admin, await state.upstream.jobs.get(job_id))  # unknown: 404, not an event
-        return EventSourceResponse(_job_events(state, job_id), sep=SSE_SEPARATOR, ping=SSE_PING_S)
+        await mine(admin, job_id)  # unknown: 404, not an event
+        events = _job_events(state, job_id, owner(admin))
+        return EventSourceResponse(events, sep=SSE_SEPARATOR, ping=SSE_PING_S)
 
     @api.post(
         "/{job_id}/cancel",
@@ -99,13 +102,18 @@ def router(state: GatewayState) -> APIRouter:
         "stay, the one in flight is dropped unwritten. A finished job is returned as it is.",
     )
     async def cancel_job(job_id: JobId, admin: Annotated[Principal, Depends(caller)]) -> Any:
-        await mine(admin, await state.upstream.jobs.get(job_id))  # checked before it acts
-        job = _seen(state, await state.upstream.jobs.cancel(job_id))
+        await mine(admin, job_id)  # a key limited to other collections: 404 before it acts
+        job = _seen(state, await state.upstream.jobs.cancel(job_id, owner(admin)))
         if job.state in FINAL:
             return job
         return JSONResponse(job.model_dump(mode="json", by_alias=True), status_code=202)
 
     return api
+
+
+def owner(admin: Principal) -> str:
+    """The tenant whose jobs ``admin`` may read and cancel; "" (any) for the operator."""
+    return "" if admin.operator else admin.tenant
 
 
 def _seen(state: GatewayState, job: job_models.JobOut) -> job_models.JobOut:
@@ -116,9 +124,11 @@ def _seen(state: GatewayState, job: job_models.JobOut) -> job_models.JobOut:
     return job
 
 
-async def _job_events(state: GatewayState, job_id: str) -> AsyncIterator[ServerSentEvent]:
+async def _job_events(
+    state: GatewayState, job_id: str, tenant: str
+) -> AsyncIterator[ServerSentEvent]:
     try:
-        async for job in state.upstream.jobs.watch(job_id):
+        async for job in state.upstream.jobs.watch(job_id, tenant):
             final = job.state in FINAL
             data = _seen(state, job).model_dump_json(by_alias=True)
             yield ServerSentEvent(data=data, event="done" if final else "progress")
