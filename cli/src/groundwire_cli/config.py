@@ -30,7 +30,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
+import re
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,8 @@ SYNC_TABLE = "sync"
 CONFIG_NAME = "groundwire.toml"
 _PATH_SUFFIXES = ("_dir", "_path", "_file")
 """Settings whose relative values in the file are taken from the file's folder."""
+_PATH_LIST_SUFFIXES = ("_roots",)
+"""The same for each path of a list setting (``sync_roots``)."""
 
 
 def prefix(service: str) -> str:
@@ -150,6 +155,9 @@ def load_file(path: Path | None) -> FileSettings:
             if key.endswith(_PATH_SUFFIXES) and isinstance(value, str) and value:
                 candidate = Path(value).expanduser()
                 text = str(candidate if candidate.is_absolute() else path.parent / candidate)
+            elif key.endswith(_PATH_LIST_SUFFIXES) and isinstance(value, list):
+                paths = [Path(str(v)).expanduser() for v in value]
+                text = json.dumps([str(p if p.is_absolute() else path.parent / p) for p in paths])
             out[key.upper()] = text
         tables[table] = out
     return FileSettings(path, tables)
@@ -252,11 +260,36 @@ def _values(service: str, cluster: _Cluster) -> dict[str, str]:
     return {k.lower(): v for k, v in merged.items()}
 
 
+def _as_child_reads(cls: Any, values: dict[str, str]) -> dict[str, Any]:
+    """``values`` as the child's environment source reads them: a list or table
+    setting (``sync_roots``) is JSON in its variable, so it is decoded here too (as
+    keyword arguments the text would be refused: "Input should be a valid tuple")."""
+    out: dict[str, Any] = dict(values)
+    for name, value in values.items():
+        info = cls.model_fields.get(name)
+        if info is not None and _is_collection(info.annotation):
+            try:
+                out[name] = json.loads(value)
+            except json.JSONDecodeError:
+                pass  # left as text: the settings class names the setting it refuses
+    return out
+
+
+def _is_collection(annotation: Any) -> bool:
+    """A list, tuple, set or dict type (or an optional one)."""
+    kinds = (list, tuple, set, frozenset, dict)
+    if annotation in kinds or typing.get_origin(annotation) in kinds:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_collection(a) for a in typing.get_args(annotation) if a is not type(None))
+    return False
+
+
 def _instance(service: str, cls: Any, cluster: _Cluster) -> Any:
     """The service's settings object as the child will build it. Raises InvalidInput
     naming each setting the service would refuse (never echoing its value)."""
     try:
-        return cls(**_values(service, cluster))
+        return cls(**_as_child_reads(cls, _values(service, cluster)))
     except ValidationError as error:
         reasons = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
@@ -282,7 +315,11 @@ def effective(service: str, cluster: _Cluster, environ: Mapping[str, str]) -> li
     cls = settings_class(service)
     if cls is None:
         return [
-            Setting(k, _MASK if _looks_secret(k) else v, _origin(service, k.upper(), cluster, keys))
+            Setting(
+                k,
+                _MASK if _looks_secret(k) else masked_credentials(v),
+                _origin(service, k.upper(), cluster, keys),
+            )
             for k, v in sorted(_values(service, cluster).items())
         ]
     instance = _instance(service, cls, cluster)
@@ -292,12 +329,33 @@ def effective(service: str, cluster: _Cluster, environ: Mapping[str, str]) -> li
         if isinstance(value, SecretStr):
             shown = _MASK if value.get_secret_value() else "(empty)"
         else:
-            shown = "(unset)" if value is None else str(value)
+            shown = "(unset)" if value is None else masked_credentials(str(value))
         out.append(Setting(name, shown, _origin(service, name.upper(), cluster, keys)))
     return out
 
 
 _MASK = "**********"
+
+
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^@/\s?#]+)@")
+_SECRET_PARAM = re.compile(
+    r"(?P<name>[?&;][^=&;\s]*(?:key|secret|token|password|passwd|pwd)[^=&;\s]*=)[^&;\s]*",
+    re.IGNORECASE,
+)
+
+
+def masked_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden (#31: `config show`
+    printed the passwords inside ``redis_url``, ``qdrant_url``, ``openai_base_url``):
+    a password after ``user:`` masked (the user kept, to tell accounts apart), a
+    userinfo without one (a token as the user) masked whole, and query parameters
+    named like a key, secret, token or password masked."""
+
+    def userinfo(match: re.Match[str]) -> str:
+        user, colon, _ = match["info"].partition(":")
+        return f"{match['scheme']}{user}:{_MASK}@" if colon else f"{match['scheme']}{_MASK}@"
+
+    return _SECRET_PARAM.sub(lambda m: m["name"] + _MASK, _USERINFO.sub(userinfo, text))
 
 
 def _looks_secret(name: str) -> bool:

@@ -24,8 +24,10 @@ TENANT_KEY = "groundwire-tenant"
 USER_KEY = "groundwire-user"
 GROUPS_KEY = "groundwire-groups"
 UNRESTRICTED_KEY = "groundwire-unrestricted"
-"""``1`` for a tenant admin or the operator: no access filter (they manage the data)."""
-METADATA_KEYS = frozenset({TENANT_KEY, USER_KEY, GROUPS_KEY, UNRESTRICTED_KEY})
+"""``1`` for the operator: no access filter in any collection (it manages all data)."""
+ADMIN_KEY = "groundwire-admin"
+"""``1`` for a tenant's admin: no access filter in its own tenant's collections only."""
+METADATA_KEYS = frozenset({TENANT_KEY, USER_KEY, GROUPS_KEY, UNRESTRICTED_KEY, ADMIN_KEY})
 
 PUBLIC = "public"
 """The access entry every caller holds."""
@@ -40,13 +42,27 @@ class Identity:
     """The end user's id from a verified token; "" without one."""
     groups: frozenset[str] = frozenset()
     unrestricted: bool = False
-    """A tenant admin or the operator: sees every document of the collections it may
-    use, so the retriever applies no access filter."""
+    """The operator: sees every document of every collection, so the retriever applies
+    no access filter."""
+    admin: bool = False
+    """A tenant's admin: sees every document of its own tenant's collections; in any
+    other collection (another tenant's, the operator's ``public`` ones) the documents'
+    access lists bind it as they bind any caller (see :meth:`sees_all`)."""
 
-    def access(self) -> tuple[str, ...] | None:
-        """The access-list entries this caller holds (a document is visible when its
-        list shares one), or None for no filter at all."""
+    def sees_all(self, owner: str) -> bool:
+        """Whether document access lists do not bind this caller in a collection of
+        tenant ``owner``: the one rule — they bind every caller except the operator and
+        the collection's own tenant's admin (never the ``public`` tenant's: those
+        collections are the operator's)."""
         if self.unrestricted:
+            return True
+        return self.admin and bool(self.tenant) and owner == self.tenant and owner != PUBLIC
+
+    def access(self, owner: str | None = None) -> tuple[str, ...] | None:
+        """The access-list entries this caller holds in a collection of tenant
+        ``owner`` (a document is visible when its list shares one), or None for no
+        filter at all (:meth:`sees_all`; without ``owner``, the operator only)."""
+        if self.unrestricted or (owner is not None and self.sees_all(owner)):
             return None
         entries = [PUBLIC]
         if self.user:
@@ -64,6 +80,8 @@ class Identity:
             pairs.append((GROUPS_KEY, joined))
         if self.unrestricted:
             pairs.append((UNRESTRICTED_KEY, "1"))
+        if self.admin:
+            pairs.append((ADMIN_KEY, "1"))
         return tuple(pairs)
 
     @classmethod
@@ -82,6 +100,7 @@ class Identity:
             user=unquote(found.get(USER_KEY, "")),
             groups=groups,
             unrestricted=found.get(UNRESTRICTED_KEY) == "1",
+            admin=found.get(ADMIN_KEY) == "1",
         )
 
 

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import re
 
-WEB_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#\[\]]+[^\x00-\x20\x7f]*$"
-"""An absolute http(s) URL: a host, no space or control character. Written with
-explicit ranges, not ``\\s``, so Python and JSON Schema (ECMA) read it alike."""
+WEB_URL_PATTERN = (
+    r"^[Hh][Tt][Tt][Pp][Ss]?://"
+    r"(?:[^\x00-\x20\x7f/?#\[\]]+|\[[0-9A-Fa-f:.]+\])"
+    r"[^\x00-\x20\x7f]*$"
+)
+"""An absolute http(s) URL: a host (a name, an IPv4 address or a bracketed IPv6 one
+such as ``[::1]``), no space or control character. Written with explicit ranges, not
+``\\s``, so Python and JSON Schema (ECMA) read it alike."""
 _WEB_URL = re.compile(WEB_URL_PATTERN)
 
 

@@ -67,6 +67,20 @@ class Principal:
             return False
         return self.collections is None or collection in self.collections
 
+    def covers(self, tenant: str, collections: frozenset[str] | None) -> bool:
+        """Whether a key of ``tenant`` limited to ``collections`` (None: all of its
+        tenant's) lies within this caller's own scope, so that it may mint, list or
+        revoke it: the operator any; a tenant's key its own tenant's keys, and a key
+        limited to some collections only keys limited to a subset of them (never an
+        unscoped key)."""
+        if self.operator:
+            return True
+        if tenant != self.tenant:
+            return False
+        if self.collections is None:
+            return True
+        return collections is not None and collections <= self.collections
+
     def owns(self, owner: str) -> bool:
         """Whether it may change a collection of tenant ``owner`` (write, drop): the
         operator any; a tenant's key only its own tenant's (``public`` ones are the
@@ -74,9 +88,12 @@ class Principal:
         return self.operator or (owner == self.tenant and self.tenant != PUBLIC_TENANT)
 
     def identity(self) -> Identity:
-        """What this caller carries down the hops: a tenant admin or the operator sees
-        every document; anyone else what its end user's entries reach."""
-        return identity_for(self.tenant, self.end_user, unrestricted=self.admin)
+        """What this caller carries down the hops: the operator sees every document; a
+        tenant's admin every document of its own tenant's collections (the retriever
+        applies that rule with the owner it stores, ``Identity.sees_all``); anyone
+        else, and a tenant's admin elsewhere, what its end user's entries reach."""
+        found = identity_for(self.tenant, self.end_user, unrestricted=self.operator)
+        return replace(found, admin=self.admin and not self.operator)
 
     def require(self, need: Role) -> None:
         """Raises PermissionDenied unless the role covers ``need``."""

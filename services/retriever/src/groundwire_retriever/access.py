@@ -4,8 +4,11 @@ A document's access list names who may see it: ``public`` (everyone), ``user:<id
 (one end user) or ``group:<name>`` (members of a group), set at ingest from the
 request, from the document's front matter (``access:``) or from the collection's
 ``default_access``. A caller sees a chunk when its list shares an entry with the
-caller's (``Identity.access``); tenant admins and the operator see everything. The
-store applies it as a mandatory payload filter inside every path and count.
+caller's (``Identity.access``). One rule decides who is not bound by the lists: the
+operator, and the collection's own tenant's admin (``Identity.sees_all`` with the
+owner the collection's stored spec names) — a tenant's admin reading another tenant's
+or the operator's ``public`` collections is bound like any caller. The store applies
+it as a mandatory payload filter inside every path and count.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ def caller_access(spec: CollectionSpec, identity: Identity | None) -> tuple[str,
     PermissionDenied, as is an identity without an end user, before anything is read.
     The message names no document.
     """
-    if identity is not None and identity.unrestricted:
+    if identity is not None and identity.sees_all(spec.tenant):
         return None
     if spec.restricted and (identity is None or not identity.user):
         raise PermissionDenied("this collection is restricted: a signed-in end user is required")
-    return (PUBLIC,) if identity is None else identity.access()
+    return (PUBLIC,) if identity is None else identity.access(spec.tenant)

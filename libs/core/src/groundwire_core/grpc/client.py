@@ -14,7 +14,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from groundwire_core.grpc.errors import from_rpc_error
 from groundwire_core.grpc.interceptors import ClientContextInterceptor
-from groundwire_core.grpc.server import MAX_MESSAGE_BYTES
+from groundwire_core.grpc.server import MAX_MESSAGE_BYTES, client_keepalive_options
 from groundwire_core.grpc.service_auth import client_interceptors, process_token
 
 CHANNEL_OPTIONS = [
@@ -27,7 +27,8 @@ CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 2000),
     ("grpc.enable_retries", 0),
     ("grpc.lb_policy_name", "round_robin"),
-    ("grpc.keepalive_time_ms", 30_000),
+    # the server's ping policy is derived from the same interval (server.py)
+    *client_keepalive_options(),
 ]
 
 

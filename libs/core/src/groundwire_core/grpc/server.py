@@ -44,6 +44,34 @@ log = logging.getLogger("groundwire.server")
 # Larger than the 4 MiB default: an Embed reply for 64 texts of BGE-M3 ColBERT
 # vectors or an ingest of a PDF passes it.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+KEEPALIVE_TIME_MS = 30_000
+"""How often a client pings an idle connection (a dead peer found within this plus
+the timeout). One number for both sides: the server's ping policy is derived from it."""
+KEEPALIVE_TIMEOUT_MS = 20_000
+
+
+def client_keepalive_options(time_ms: int = KEEPALIVE_TIME_MS) -> list[tuple[str, int]]:
+    """A channel's keepalive: a ping every ``time_ms``, also while a long call sends no
+    data (a ``?wait=true`` ingest waits minutes for its report)."""
+    return [
+        ("grpc.keepalive_time_ms", time_ms),
+        ("grpc.keepalive_timeout_ms", min(KEEPALIVE_TIMEOUT_MS, time_ms * 2)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+def server_keepalive_options(time_ms: int = KEEPALIVE_TIME_MS) -> list[tuple[str, int]]:
+    """The ping policy that accepts :func:`client_keepalive_options` of the same
+    ``time_ms``: gRPC's server default (one ping per 5 minutes without data, calls
+    only) answered a client pinging every 30 s with GOAWAY ``too_many_pings``, which
+    failed a long ingest with 503 (#31). Half the interval as the floor, so a client's
+    timer jitter is never a strike."""
+    return [
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", time_ms // 2),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
 
 
 class GrpcService(Protocol):
@@ -122,6 +150,7 @@ def create_server(service: GrpcService, settings: ServiceSettings) -> RunningSer
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
+            *server_keepalive_options(),
         ],
     )
     service.register(server)

@@ -115,6 +115,11 @@ def router(state: GatewayState) -> APIRouter:
             tenant = body.tenant or PUBLIC_TENANT
         elif body.tenant not in (None, admin.tenant):
             raise PermissionDenied("a tenant's admin key creates its own tenant's collections")
+        elif admin.collections is not None and body.name not in admin.collections:
+            # else it would make a collection it could then neither see nor drop
+            raise PermissionDenied(
+                "a key limited to some collections creates only collections of its list"
+            )
         else:
             tenant = admin.tenant
         created = await state.upstream.create_collection(body.model_copy(update={"tenant": tenant}))

@@ -11,7 +11,7 @@ from groundwire_core.errors import NotFound, Unavailable
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.errors import PermissionDenied
-from groundwire_gateway.keystore import KeyStore, Role, StoredKey, new_key
+from groundwire_gateway.keystore import KeyIdTaken, KeyStore, Role, StoredKey, new_key
 from groundwire_gateway.routes import ADMIN_ERRORS
 from groundwire_gateway.routes.security import admin_caller
 from groundwire_gateway.state import GatewayState
@@ -100,10 +100,24 @@ def router(state: GatewayState) -> APIRouter:
             )
             raise PermissionDenied("a tenant's admin key creates keys of its own tenant only")
         cols = body.collections  # each a collection name: KeyCreate checked the pattern
-        key, record = new_key(
-            tenant, body.role, frozenset(cols) if cols is not None else None, body.name
-        )
-        await _store(state).add(record)
+        scope = frozenset(cols) if cols is not None else None
+        if not admin.covers(tenant, scope):
+            audit.record(
+                "key.create",
+                tenant=admin.tenant,
+                key_id=admin.key_id,
+                route=request.url.path,
+                outcome="permission_denied",
+            )
+            raise PermissionDenied(
+                "a key limited to some collections creates keys limited to those only"
+            )
+        key, record = new_key(tenant, body.role, scope, body.name)
+        try:
+            await _store(state).add(record)
+        except KeyIdTaken:  # 32 random bits collided with a stored key id: once more
+            key, record = new_key(tenant, body.role, scope, body.name)
+            await _store(state).add(record)
         audit.record(
             "key.create",
             tenant=admin.tenant,
@@ -124,7 +138,8 @@ def router(state: GatewayState) -> APIRouter:
         ] = None,
     ) -> KeyList:
         scope = tenant if admin.operator else admin.tenant
-        records = await _store(state).list(scope)
+        listed = await _store(state).list(scope)
+        records = [r for r in listed if admin.covers(r.tenant, r.collections)]
         audit.record(
             "key.list",
             tenant=admin.tenant,
@@ -138,7 +153,13 @@ def router(state: GatewayState) -> APIRouter:
     async def revoke_key(
         key_id: KeyIdPath, admin: Annotated[Principal, Depends(caller)], request: Request
     ) -> Response:
-        removed = await _store(state).revoke(key_id, None if admin.operator else admin.tenant)
+        store = _store(state)
+        removed: StoredKey | None = None
+        if admin.collections is None or any(  # a scoped key revokes keys within its scope
+            r.key_id == key_id and admin.covers(r.tenant, r.collections)
+            for r in await store.list(admin.tenant)
+        ):
+            removed = await store.revoke(key_id, None if admin.operator else admin.tenant)
         audit.record(
             "key.revoke",
             tenant=admin.tenant,

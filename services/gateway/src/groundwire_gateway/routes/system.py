@@ -87,17 +87,19 @@ def public_view(body: models.HealthResponse) -> models.HealthResponse:
     )
 
 
-async def _is_admin(state: GatewayState, request: Request) -> bool:
-    """Whether the request carries a valid admin key (any other key, or none, gets
-    the public view: health must answer probes that carry no key)."""
+async def _is_operator(state: GatewayState, request: Request) -> bool:
+    """Whether the request carries one of the operator's admin keys. Any other key —
+    a tenant's admin key included: the addresses and the data path are the
+    operator's — or none gets the public view (health must answer probes that carry
+    no key)."""
     key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
     if key is None:
         return False
     try:
-        await state.auth.admin(key, client_ip(request))
+        principal = await state.auth.admin(key, client_ip(request))
     except GroundwireError:
         return False
-    return True
+    return principal.operator
 
 
 def router(state: GatewayState) -> APIRouter:
@@ -158,11 +160,11 @@ def router(state: GatewayState) -> APIRouter:
         response_model=models.HealthResponse,
         responses={503: {"model": models.HealthResponse, "description": "Down."}},
         summary="Health of the gateway and of each dependency, Redis included; addresses "
-        "and error details only with an admin key. Cached briefly.",
+        "and error details only with the operator's admin key. Cached briefly.",
     )
     async def health(request: Request) -> JSONResponse:
         body = await cache.get()
-        if not await _is_admin(state, request):
+        if not await _is_operator(state, request):
             body = public_view(body)
         return JSONResponse(body.model_dump(), status_code=503 if body.status == "down" else 200)
 
