@@ -175,6 +175,10 @@ class LocalCluster:
         if name == "retriever":
             settings["DATA_PATH"] = str(self.data_path)
             settings["EMBEDDER_ADDR"] = self.addr("embedder")
+            if "DATABASE_URL" not in self.user_settings("retriever"):
+                # the jobs' system of record: SQLite beside the data folder (one machine)
+                state = self.data_path.parent / "state" / "retriever.sqlite3"
+                settings["DATABASE_URL"] = f"sqlite:///{state.resolve()}"
         if name == "orchestrator":
             settings["EMBEDDER_ADDR"] = self.addr("embedder")
             settings["RETRIEVER_ADDR"] = self.addr("retriever")
