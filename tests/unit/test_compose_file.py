@@ -204,11 +204,41 @@ def test_a_service_only_sets_its_own_prefix(compose: dict[str, Any], name: str) 
     assert not foreign, f"{name} sets keys outside {env_prefix(name)}: {foreign}"
 
 
+# The one-shot migrations run a service's image with that service's database URL.
+MIGRATE_SERVICES = {"migrate": "gateway", "migrate-retriever": "retriever"}
+
+
 def test_no_other_service_sets_groundwire_keys(compose: dict[str, Any]) -> None:
     for name, service in compose["services"].items():
         if name in GROUNDWIRE_SERVICES:
             continue
-        assert not [key for key in env_keys(service) if key.startswith("GROUNDWIRE_")], name
+        keys = [key for key in env_keys(service) if key.startswith("GROUNDWIRE_")]
+        if name in MIGRATE_SERVICES:
+            owner = MIGRATE_SERVICES[name]
+            assert keys == [f"{env_prefix(owner)}DATABASE_URL"], name
+            assert service["image"] == compose["services"][owner]["image"], name
+            continue
+        assert not keys, name
+
+
+def test_migrations_run_before_the_services_against_their_database(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    for name, owner in MIGRATE_SERVICES.items():
+        env = services[owner]["environment"]
+        assert env[f"{env_prefix(owner)}MIGRATE_ON_START"] == "false"
+        url = env[f"{env_prefix(owner)}DATABASE_URL"]
+        assert url.startswith("postgresql://") and "@postgres:5432/" in url
+        assert services[name]["environment"][f"{env_prefix(owner)}DATABASE_URL"] == url
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+        waits = services[owner]["depends_on"]
+        assert "migrate" in waits and waits["migrate"]["condition"] == (
+            "service_completed_successfully"
+        )
+    assert services["migrate"]["depends_on"]["migrate-retriever"]["condition"] == (
+        "service_completed_successfully"
+    )
 
 
 @pytest.mark.parametrize(("name", "port"), GRPC_PORTS.items())
@@ -236,7 +266,7 @@ def test_every_healthy_dependency_has_a_health_check(compose: dict[str, Any]) ->
 @pytest.mark.parametrize(
     ("name", "needs"),
     [
-        ("retriever", {"qdrant", "embedder"}),
+        ("retriever", {"embedder"}),
         ("orchestrator", {"embedder", "retriever", "reranker"}),
         ("gateway", {"orchestrator", "retriever", "redis"}),
     ],
@@ -250,10 +280,19 @@ def test_services_start_after_their_dependencies_are_healthy(
         assert depends_on.get(target, {}).get("condition") == "service_healthy", target
 
 
-def test_the_retriever_uses_the_qdrant_server(compose: dict[str, Any]) -> None:
-    env = compose["services"]["retriever"]["environment"]
-    assert env["GROUNDWIRE_RETRIEVER_QDRANT_URL"] == "http://qdrant:6333"
+def test_the_retriever_runs_its_engine_on_a_volume_and_the_server_is_a_profile(
+    compose: dict[str, Any],
+) -> None:
+    retriever = compose["services"]["retriever"]
+    env = retriever["environment"]
+    assert env["GROUNDWIRE_RETRIEVER_QDRANT_URL"] == "", "embedded by default"
+    assert "retriever-data:/data" in retriever["volumes"]
+    assert env["GROUNDWIRE_RETRIEVER_DATA_PATH"] == "/data"
+    assert compose["services"]["qdrant"]["profiles"] == ["qdrant"]
+    for name in ("otel-collector", "jaeger"):
+        assert compose["services"][name]["profiles"] == ["telemetry"]
     assert compose["services"]["gateway"]["environment"]["GROUNDWIRE_GATEWAY_REDIS_URL"]
+    assert "redis-data:/data" in compose["services"]["redis"]["volumes"]
 
 
 def test_models_are_mounted_read_only(compose: dict[str, Any]) -> None:
@@ -462,9 +501,14 @@ def test_compose_settings_are_the_services_settings(compose: dict[str, Any]) -> 
         assert keys <= known, f"{name}: keys no setting reads: {sorted(keys - known)}"
 
 
-def test_traces_go_to_the_collector(compose: dict[str, Any]) -> None:
+def test_traces_go_to_the_collector_of_the_telemetry_profile(
+    compose: dict[str, Any], raw_compose: dict[str, Any]
+) -> None:
     for name in GROUNDWIRE_SERVICES:
         env = compose["services"][name]["environment"]
         prefix = f"GROUNDWIRE_{name.upper()}_"
-        assert env[prefix + "OTEL_EXPORTER"] == "otlp", name
+        # off unless .env turns it on, with the collector's profile
+        assert env[prefix + "OTEL_EXPORTER"] == "none", name
+        raw = raw_compose["services"][name]["environment"][prefix + "OTEL_EXPORTER"]
+        assert raw == "${GROUNDWIRE_OTEL_EXPORTER:-none}", name
         assert env[prefix + "OTEL_ENDPOINT"] == "http://otel-collector:4317", name
