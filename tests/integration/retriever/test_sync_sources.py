@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.outbound import OutboundPolicy
 from groundwire_retriever.sync import SourceKind, SyncDefinition, check_definition
 from groundwire_retriever.sync.crawler import WebSource
 from groundwire_retriever.sync.definition import Found
@@ -24,8 +25,13 @@ async def crawl(source: WebSource | FolderSource) -> dict[str, Found]:
     return {f.source_id: f async for f in source.sources()}
 
 
+LOCAL = OutboundPolicy.from_lists(networks="127.0.0.1/32")
+"""The test site is on loopback, which outbound fetches refuse unless allowed."""
+
+
 def web(location: str, **options: object) -> WebSource:
-    return WebSource(SyncDefinition(SourceKind.WEB, location, delay_s=0, **options))  # type: ignore[arg-type]
+    definition = SyncDefinition(SourceKind.WEB, location, delay_s=0, **options)  # type: ignore[arg-type]
+    return WebSource(definition, policy=LOCAL)
 
 
 def sitemap(*urls: str, index: bool = False) -> Reply:
@@ -92,7 +98,10 @@ async def test_size_limit_content_types_robots_and_politeness() -> None:
         site.pages["/notes.txt"] = Reply(body=b"plain notes", content_type="text/plain")
         started = time.perf_counter()
         found = await crawl(
-            WebSource(SyncDefinition(SourceKind.WEB, f"{site.base}/", max_bytes=5000, delay_s=0.2))
+            WebSource(
+                SyncDefinition(SourceKind.WEB, f"{site.base}/", max_bytes=5000, delay_s=0.2),
+                policy=LOCAL,
+            )
         )
         assert time.perf_counter() - started >= 0.8, "four requests after the first wait"
         big = found[f"{site.base}/big.html"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from groundwire_core.outbound import OutboundPolicy
 from groundwire_core.settings import ServiceSettings
 from groundwire_retriever.store.disk import DEFAULT_MIN_FREE_MIB
 from groundwire_retriever.store.edge import DEFAULT_SEARCH_THREADS
@@ -230,6 +231,35 @@ class RetrieverSettings(ServiceSettings):
         "a single-user machine. Set it wherever the admin API is reachable by others "
         "(the Kubernetes manifests set it to the mounted sources volume). JSON list.",
     )
+    outbound_allowed_hosts: str = Field(
+        "",
+        description="Hosts a website sync may fetch from, comma-separated (docs.example.com, "
+        "or *.example.com for its subdomains); empty = any host with a public address. "
+        "Every fetch (pages, robots.txt, sitemaps, each redirect) is checked, and a page "
+        "is read no further than MAX_DOCUMENT_BYTES (a sync's max_bytes may not exceed it).",
+    )
+    outbound_allowed_networks: str = Field(
+        "",
+        description="Networks a website sync may reach although they are not public, "
+        "comma-separated CIDRs (10.20.0.0/16 for an intranet docs site; 127.0.0.1/32 on "
+        "a developer's machine). Empty = none: loopback, private, link-local, multicast "
+        "and reserved addresses are refused after DNS resolution and on every redirect, "
+        "so a caller cannot sync the cluster's own services (docs/security.md).",
+    )
+
+    @field_validator("outbound_allowed_networks")
+    @classmethod
+    def _networks_are_cidrs(cls, value: str) -> str:
+        OutboundPolicy.from_lists(networks=value)  # ValueError names the bad network
+        return value
+
+    def outbound_policy(self) -> OutboundPolicy:
+        """What website syncs may reach, and the byte cap of a page."""
+        return OutboundPolicy.from_lists(
+            self.outbound_allowed_hosts,
+            self.outbound_allowed_networks,
+            max_bytes=self.max_document_bytes,
+        )
 
     @model_validator(mode="after")
     def _replicas_and_cluster_agree(self) -> RetrieverSettings:

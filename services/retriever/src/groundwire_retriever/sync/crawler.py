@@ -1,15 +1,21 @@
 """The pages of a website source set: crawled from a start URL, or listed by a sitemap,
 within one origin and URL path prefix, as robots.txt allows.
 
-Each page is fetched with a size cap and a timeout, redirects are followed one hop at
-a time and only within the crawl's scope, and requests are spaced by the politeness
-delay (robots.txt's Crawl-delay when longer). A page that is gone (404, 410), outside
-the scope or disallowed is not part of the set: a stored copy is deleted. A page that
-failed for a reason that may pass (5xx, 429, a network error) keeps its stored copy,
-and marks the crawl incomplete: pages it would have linked to were not seen, so
-nothing else is deleted either. The pages' text goes through the ingest's parsers
-like any document; only links are read here (the standard library's HTMLParser, a
-tokenizer with no backtracking patterns, on at most ``max_bytes``).
+Every fetch (pages, robots.txt, sitemaps) goes through the guarded outbound client
+(``groundwire_core.outbound``): only the addresses the operator's policy allows, a
+hard byte cap while streaming, one message for every way of not getting an answer.
+Redirects are followed one hop at a time and only within the site: a page's within
+the crawl's scope, robots.txt's and a sitemap's within its origin. Requests are spaced
+by the politeness delay (robots.txt's Crawl-delay when longer). Credentials in the
+start URL are sent to its origin only and never kept in a page's id or URL.
+
+A page that is gone (404, 410), outside the scope or disallowed is not part of the
+set: a stored copy is deleted. A page that failed for a reason that may pass (5xx,
+429, no answer) keeps its stored copy, and marks the crawl incomplete: pages it would
+have linked to were not seen, so nothing else is deleted either. The pages' text goes
+through the ingest's parsers like any document; only links are read here (the
+standard library's HTMLParser, a tokenizer with no backtracking patterns, on at most
+``max_bytes``).
 """
 
 from __future__ import annotations
@@ -27,15 +33,27 @@ import httpx
 from lxml import etree
 
 from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.outbound import (
+    NoAnswer,
+    OutboundClient,
+    OutboundPolicy,
+    OutboundRefused,
+    OutboundResponse,
+    RedirectRefused,
+    Resolver,
+    TooLarge,
+    credentials_of,
+    strip_credentials,
+    system_resolver,
+)
 from groundwire_retriever.ingest.html_parser import decode_html
 from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.sync.definition import Found, SyncDefinition
 
 USER_AGENT = "groundwire-sync"
-MAX_REDIRECTS = 5
 MAX_LINKS_PER_PAGE = 5_000
 MAX_SITEMAPS = 50
-TIMEOUT_S = 30.0
+MAX_ROBOTS_BYTES = 512 * 1024
 _CONTENT_TYPES = {
     "text/html": "html",
     "application/xhtml+xml": "html",
@@ -57,9 +75,9 @@ class _Page:
 
 
 def normalize(url: str) -> str:
-    """The URL as a page id: scheme and host lower case, no fragment, "/" for an
-    empty path."""
-    parts = urlsplit(url)
+    """The URL as a page id: scheme and host lower case, no credentials, no fragment,
+    "/" for an empty path."""
+    parts = urlsplit(strip_credentials(url))
     return urlunsplit(
         (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query, "")
     )
@@ -73,12 +91,17 @@ class WebSource:
         self,
         definition: SyncDefinition,
         *,
+        policy: OutboundPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        timeout_s: float = TIMEOUT_S,
+        resolver: Resolver = system_resolver,
     ) -> None:
+        """``policy``: what the crawl may reach (default: public hosts only);
+        ``transport`` and ``resolver`` are for tests."""
         self._definition = definition
-        self._transport = transport  # tests and proxies pass their own
-        self._timeout_s = timeout_s
+        self._policy = policy or OutboundPolicy()
+        self._transport = transport
+        self._resolver = resolver
+        self._credentials = credentials_of(definition.location)
         start = urlsplit(normalize(definition.location))
         self._origin = (start.scheme, start.netloc)
         self._sitemap = start.path.endswith(".xml")
@@ -92,6 +115,13 @@ class WebSource:
         """Same scheme and host as the start URL, path under the prefix."""
         parts = urlsplit(url)
         return (parts.scheme, parts.netloc) == self._origin and parts.path.startswith(self._prefix)
+
+    def _same_origin(self, url: str) -> str:
+        """A redirect rule: "" for a URL of the start URL's origin, else why not."""
+        parts = urlsplit(normalize(url))
+        if (parts.scheme, parts.netloc) == self._origin:
+            return ""
+        return f"redirects off the site to {normalize(url)}"
 
     def _allowed(self, url: str) -> bool:
         return self._robots.can_fetch(USER_AGENT, url)
@@ -107,11 +137,12 @@ class WebSource:
         as every page deleted)."""
         d = self._definition
         start = normalize(d.location)
-        async with httpx.AsyncClient(
+        async with OutboundClient(
+            self._policy,
+            credentials=self._credentials,
+            user_agent=USER_AGENT,
             transport=self._transport,
-            timeout=self._timeout_s,
-            follow_redirects=False,
-            headers={"user-agent": USER_AGENT},
+            resolver=self._resolver,
         ) as client:
             await self._read_robots(client)
             delay = max(d.delay_s, float(self._robots.crawl_delay(USER_AGENT) or 0))
@@ -164,33 +195,42 @@ class WebSource:
                     ),
                 )
 
-    async def _read_robots(self, client: httpx.AsyncClient) -> None:
+    async def _read_robots(self, client: OutboundClient) -> None:
         """robots.txt as urllib.robotparser reads it: 401/403 disallow everything,
-        another 4xx allows everything. Raises Unavailable for 5xx or no answer."""
+        another 4xx (or a redirect off the site, never followed) allows everything.
+        Raises Unavailable for 5xx or no answer, OutboundRefused when the site itself
+        may not be reached."""
         url = urlunsplit((*self._origin, "/robots.txt", "", ""))
         try:
-            response = await client.get(url, follow_redirects=True)
-        except httpx.HTTPError as error:
-            raise Unavailable(f"{url}: {type(error).__name__}", dependency="website") from None
-        if response.status_code in (401, 403):
-            self._robots.parse(["User-agent: *", "Disallow: /"])
-        elif 400 <= response.status_code < 500:
+            async with client.stream(url, redirect_rule=self._same_origin) as response:
+                status = response.status_code
+                if status in (401, 403):
+                    self._robots.parse(["User-agent: *", "Disallow: /"])
+                elif 400 <= status < 500:
+                    self._robots.parse([])
+                elif status >= 500:
+                    raise Unavailable(f"{url}: HTTP {status}", dependency="website")
+                else:
+                    body = await _head(response, MAX_ROBOTS_BYTES)
+                    self._robots.parse(body.decode("utf-8", "replace").splitlines())
+        except RedirectRefused:
             self._robots.parse([])
-        elif response.status_code >= 500:
-            raise Unavailable(f"{url}: HTTP {response.status_code}", dependency="website")
-        else:
-            self._robots.parse(response.text[: 512 * 1024].splitlines())
+        except NoAnswer as error:
+            raise Unavailable(error.message, dependency="website") from None
 
-    async def _sitemap_pages(self, client: httpx.AsyncClient, url: str) -> list[str]:
-        """The in-scope page URLs a sitemap lists (one level of sitemap index followed).
-        Raises Unavailable when a sitemap cannot be fetched, InvalidInput when one is
-        not a sitemap."""
+    async def _sitemap_pages(self, client: OutboundClient, url: str) -> list[str]:
+        """The in-scope page URLs a sitemap lists (one level of sitemap index followed,
+        redirects only within the site's origin). Raises Unavailable when a sitemap
+        cannot be fetched, InvalidInput when one is not a sitemap or redirects off the
+        site (what it redirects to is never read)."""
         pending, pages, read = [url], list[str](), 0
         while pending and read < MAX_SITEMAPS:
             current = pending.pop(0)
             read += 1
             outcome = await self._fetch(client, current, sitemap=True)
             if isinstance(outcome, Found):
+                if not outcome.present:  # refused, gone, off the site: the definition's fault
+                    raise InvalidInput(f"sitemap {current}: {outcome.reason}")
                 raise Unavailable(f"sitemap {current}: {outcome.reason}", dependency="website")
             is_index, locations = _sitemap(outcome.content, current)
             if is_index:
@@ -203,36 +243,33 @@ class WebSource:
         return list(dict.fromkeys(pages))
 
     async def _fetch(
-        self, client: httpx.AsyncClient, url: str, *, sitemap: bool = False
+        self, client: OutboundClient, url: str, *, sitemap: bool = False
     ) -> _Page | Found:
         """The page at ``url`` after redirects, or why it is not a document. A
-        sitemap may redirect anywhere on the site and have any content type."""
-        current = url
-        for _ in range(MAX_REDIRECTS + 1):
-            try:
-                async with client.stream("GET", current) as response:
-                    if response.is_redirect:
-                        target = normalize(urljoin(current, response.headers.get("location", "")))
-                        if not sitemap and not self.in_scope(target):
-                            return Found(
-                                url, reason=f"redirects out of the crawl to {target}", present=False
-                            )
-                        if not self._allowed(target):
-                            return Found(
-                                url,
-                                reason=f"redirects to {target}, disallowed by robots.txt",
-                                present=False,
-                            )
-                        current = target
-                        continue
-                    return await self._read(url, current, response, sitemap=sitemap)
-            except httpx.HTTPError as error:
-                return Found(url, reason=f"could not be fetched ({type(error).__name__})")
-        return Found(url, reason=f"more than {MAX_REDIRECTS} redirects", present=False)
+        sitemap may redirect anywhere on the site's origin and have any content type."""
 
-    async def _read(
-        self, url: str, final: str, response: httpx.Response, *, sitemap: bool = False
-    ) -> _Page | Found:
+        def rule(target: str) -> str:
+            target = normalize(target)
+            if sitemap:
+                return self._same_origin(target)
+            if not self.in_scope(target):
+                return f"redirects out of the crawl to {target}"
+            if not self._allowed(target):
+                return f"redirects to {target}, disallowed by robots.txt"
+            return ""
+
+        try:
+            async with client.stream(url, redirect_rule=rule) as response:
+                return await self._read(url, response, sitemap=sitemap)
+        except OutboundRefused as error:  # a redirect not followed, or an address refused
+            start = normalize(self._definition.location)
+            if url == start and not isinstance(error, RedirectRefused):
+                raise  # the start URL itself may not be fetched: the definition cannot run
+            return Found(url, reason=error.message, present=False)
+        except NoAnswer:
+            return Found(url, reason="could not be fetched (no HTTP answer)")
+
+    async def _read(self, url: str, response: OutboundResponse, *, sitemap: bool) -> _Page | Found:
         status = response.status_code
         if status >= 400:
             transient = status >= 500 or status == _TRANSIENT
@@ -244,7 +281,7 @@ class WebSource:
             return Found(
                 url, reason=f"content type {kind or 'none'} is not a document", present=False
             )
-        limit = self._definition.max_bytes
+        limit = min(self._definition.max_bytes, self._policy.max_bytes)
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             return Found(
@@ -252,14 +289,24 @@ class WebSource:
                 reason=f"the page is {declared} bytes; the sync's limit is {limit}",
                 present=False,
             )
-        body = bytearray()
-        async for piece in response.aiter_bytes():
-            body.extend(piece)
-            if len(body) > limit:
-                return Found(
-                    url, reason=f"the page is over the sync's limit of {limit} bytes", present=False
-                )
-        return _Page(final, fmt, bytes(body))
+        try:
+            body = await response.read(limit)
+        except TooLarge:
+            return Found(
+                url, reason=f"the page is over the sync's limit of {limit} bytes", present=False
+            )
+        except NoAnswer:
+            return Found(url, reason="could not be fetched (no HTTP answer)")
+        return _Page(normalize(response.url), fmt, body)
+
+
+async def _head(response: OutboundResponse, limit: int) -> bytes:
+    """The body's first ``limit`` bytes at most (a robots.txt past its size limit is
+    read no further, as Google's parser does). Raises NoAnswer."""
+    try:
+        return await response.read(limit)
+    except TooLarge:
+        return b""  # nothing kept past the cap: read as an empty file (allow all)
 
 
 class _LinkParser(HTMLParser):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -85,13 +85,23 @@ class SyncDefinition:
         return not any(fnmatch.fnmatchcase(relative, g) for g in self.exclude)
 
 
-def check_definition(definition: SyncDefinition, folder_roots: Sequence[Path] = ()) -> None:
+def check_definition(
+    definition: SyncDefinition,
+    folder_roots: Sequence[Path] = (),
+    *,
+    max_bytes_limit: int = DEFAULT_MAX_BYTES,
+) -> None:
     """Raises InvalidInput for a definition that cannot run: a relative or missing
     folder, a folder outside ``folder_roots`` (when any are given), a URL that is not
-    absolute http(s), or a limit out of range."""
+    absolute http(s), or a limit out of range (``max_bytes`` above the retriever's
+    ``max_bytes_limit``: the default follows the limit, see ``within_limit``)."""
     d = definition
     if d.max_bytes < 1:
         raise InvalidInput("max_bytes must be at least 1")
+    if d.max_bytes > max_bytes_limit and d.max_bytes != DEFAULT_MAX_BYTES:
+        raise InvalidInput(
+            f"max_bytes must be at most {max_bytes_limit} (the retriever's largest document)"
+        )
     if not 1 <= d.page_limit <= MAX_PAGE_LIMIT:
         raise InvalidInput(f"page_limit must be between 1 and {MAX_PAGE_LIMIT}")
     if not 0 <= d.delay_s <= MAX_DELAY_S:
@@ -114,6 +124,14 @@ def check_definition(definition: SyncDefinition, folder_roots: Sequence[Path] = 
         if not any(resolved.is_relative_to(Path(r).resolve()) for r in folder_roots):
             allowed = ", ".join(str(r) for r in folder_roots)
             raise InvalidInput(f"the folder {d.location!r} is outside the sync roots ({allowed})")
+
+
+def within_limit(definition: SyncDefinition, max_bytes_limit: int) -> SyncDefinition:
+    """The definition with ``max_bytes`` at most the retriever's limit (a definition
+    that kept the default where the operator lowered the limit follows the limit)."""
+    if definition.max_bytes <= max_bytes_limit:
+        return definition
+    return replace(definition, max_bytes=max_bytes_limit)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.outbound import strip_credentials
 from groundwire_retriever.ingest.parsers import guess_format
 from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.sync.definition import Found, SourceKind, SyncDefinition
@@ -70,7 +71,8 @@ class FolderSource:
             return Found(relative, reason="the file disappeared during the sync", present=False)
         except OSError as error:  # unreadable now: keep what is stored
             return Found(relative, reason=f"the file could not be read ({error.strerror})")
-        url = d.url_prefix.rstrip("/") + "/" + quote(relative, safe="/") if d.url_prefix else ""
+        site = strip_credentials(d.url_prefix).rstrip("/")  # a URL is shown: no password in it
+        url = site + "/" + quote(relative, safe="/") if d.url_prefix else ""
         return Found(
             relative,
             DocumentInput(source_id=relative, content=content, filename=path.name, url=url),

@@ -4,11 +4,14 @@ The delta compares each source's content hash as ``ListSources`` reports it (SHA
 over its chunks' content hashes in order) with the hash of the chunks the ingest
 would store for the document now (``RetrieverCore.preparer``: the same parser,
 sandbox and chunking policy, no embedding), so ``unchanged`` means exactly what a
-re-ingest would find unchanged. A new id whose hash equals a deleted id's is a
-rename. New, changed and renamed sources are then ingested one at a time through
-the ingest path (each replaced atomically: readers see the old chunks or the new
-ones), and deletions (a rename's old id too) run only after all of them are in, so
-a moved page is never missing from search in between.
+re-ingest would find unchanged. The stored side is read by the retriever itself,
+with no access filter: a sync run by a write key or the CLI (whose own view hides
+access-restricted documents) still sees, updates and deletes every source. A new id
+whose hash equals a deleted id's is a rename. New, changed and renamed sources are
+then ingested one at a time through the ingest path (each replaced atomically:
+readers see the old chunks or the new ones), and deletions (a rename's old id too)
+run only after all of them are in, so a moved page is never missing from search in
+between.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 import httpx
 
 from groundwire_core.errors import InvalidInput, NotFound
+from groundwire_core.identity import Identity, identity_scope
+from groundwire_core.outbound import OutboundPolicy, strip_credentials
 from groundwire_retriever.domain import Chunk
 from groundwire_retriever.ingest.pipeline import DocumentInput
 from groundwire_retriever.service import IngestTick, RetrieverCore
@@ -35,6 +40,7 @@ from groundwire_retriever.sync.definition import (
     SourceKind,
     SyncDefinition,
     check_definition,
+    within_limit,
 )
 from groundwire_retriever.sync.folder import FolderSource
 from groundwire_retriever.sync.report import (
@@ -50,6 +56,10 @@ ProgressCallback = Callable[[SyncProgress], object]
 
 _PAGE = 1000
 _INGESTED = {"ingested": "new", "updated": "changed"}
+_RETRIEVER_ITSELF = Identity(unrestricted=True)
+"""Whom the stored side is read as: the sync compares the whole collection, never the
+view of the caller who started it (a restricted document it cannot see must still be
+updated or deleted)."""
 
 
 def source_hash(chunks: Sequence[Chunk]) -> str:
@@ -62,18 +72,20 @@ def source_hash(chunks: Sequence[Chunk]) -> str:
 
 
 async def stored_hashes(service: RetrieverCore, collection: str) -> dict[str, str]:
-    """``source_id -> content hash`` of every stored source; {} for a missing collection."""
+    """``source_id -> content hash`` of every stored source, access-restricted ones
+    included (read as the retriever itself); {} for a missing collection."""
     hashes: dict[str, str] = {}
     token = ""
-    try:
-        while True:
-            page = await service.list_sources(collection, page_token=token, limit=_PAGE)
-            hashes.update((s.source_id, s.content_hash) for s in page.sources)
-            token = page.next_page_token
-            if not token:
-                return hashes
-    except NotFound:
-        return {}
+    with identity_scope(_RETRIEVER_ITSELF):
+        try:
+            while True:
+                page = await service.list_sources(collection, page_token=token, limit=_PAGE)
+                hashes.update((s.source_id, s.content_hash) for s in page.sources)
+                token = page.next_page_token
+                if not token:
+                    return hashes
+        except NotFound:
+            return {}
 
 
 async def run_sync(
@@ -85,9 +97,14 @@ async def run_sync(
     progress: ProgressCallback | None = None,
     cancelled: Callable[[], bool] | None = None,
     folder_roots: Sequence[Path] = (),
+    outbound: OutboundPolicy | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> SyncReport:
     """Syncs ``collection`` with the source set of ``definition`` (see the module).
+
+    ``outbound`` is what a website sync may reach and its byte cap, which also bounds
+    every sync's ``max_bytes`` (the retriever's largest document; default: public hosts
+    only, 20 MiB); ``transport`` is for tests.
 
     ``progress`` gets a tick per source scanned and per source applied; ``cancelled``
     is polled between sources: a cancelled sync stops there (sources already applied
@@ -99,12 +116,14 @@ async def run_sync(
     """
     started = time.perf_counter()
     validate_collection_name(collection)
-    check_definition(definition, folder_roots)
+    policy = outbound or OutboundPolicy()
+    check_definition(definition, folder_roots, max_bytes_limit=policy.max_bytes)
+    definition = within_limit(definition, policy.max_bytes)
     is_cancelled = cancelled or (lambda: False)
     stored = await stored_hashes(service, collection)
     prepare = service.preparer(collection)
     source: FolderSource | WebSource = (
-        WebSource(definition, transport=transport)
+        WebSource(definition, policy=policy, transport=transport)
         if definition.kind is SourceKind.WEB
         else FolderSource(definition)
     )
@@ -132,8 +151,9 @@ async def run_sync(
 
     if not stopped and not present and stored:
         raise InvalidInput(
-            f"the source set at {definition.location} lists no documents; refusing to "
-            f"delete all {len(stored)} sources of {collection!r} (check the path or URL)"
+            f"the source set at {strip_credentials(definition.location)} lists no documents; "
+            f"refusing to delete all {len(stored)} sources of {collection!r} (check the path "
+            "or URL)"
         )
     if stopped:  # the scan did not finish: nothing is known gone
         gone = []
@@ -281,6 +301,7 @@ async def sync_events(
     *,
     dry_run: bool = False,
     folder_roots: Sequence[Path] = (),
+    outbound: OutboundPolicy | None = None,
 ) -> AsyncGenerator[SyncProgress | SyncReport, None]:
     """``run_sync`` as a stream: each progress tick, then the report. Closing the
     stream early (the caller went away) cancels the sync; errors are run_sync's."""
@@ -295,6 +316,7 @@ async def sync_events(
                 dry_run=dry_run,
                 progress=queue.put_nowait,
                 folder_roots=folder_roots,
+                outbound=outbound,
             )
         finally:
             queue.put_nowait(None)
