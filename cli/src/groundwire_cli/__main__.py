@@ -10,6 +10,7 @@ groundwire jobs [list|show|watch|cancel]  the retriever's ingest and sync jobs
 groundwire chat QUESTION           ask the running cluster; a cited answer
 groundwire mcp --gateway URL       the gateway's MCP tools over stdio (Claude Desktop, IDEs)
 groundwire keys create|list|revoke scoped API keys (tenant, role) via the admin API
+groundwire report --collection C   most-asked, declined, low-evidence, marked-wrong questions
 groundwire config show [SERVICE]   the settings each service gets from `up` (secrets masked)
 groundwire db upgrade              run every service's migrations of the system of record
 groundwire backup --out DIR        collections + system of record into a folder (`restore --from`)
@@ -43,6 +44,7 @@ from groundwire_cli import evaluation, golden, lifecycle
 from groundwire_cli import jobs as jobs_cli
 from groundwire_cli import keys as keys_cli
 from groundwire_cli import mcp as mcp_cli
+from groundwire_cli import report as report_cli
 from groundwire_cli import sources as sources_cli
 from groundwire_cli import sync as sync_cli
 from groundwire_cli.chat import ChatProtocolError, ChatRequestError, ask
@@ -389,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
     build.set_defaults(func=cmd_models_build)
 
+    report_cli.add_parser(sub)
     evals = sub.add_parser("eval", help="evaluate retrieval and answer quality")
     evals_sub = evals.add_subparsers(dest="eval_command", required=True)
     retrieval = evals_sub.add_parser(

@@ -55,6 +55,7 @@ from groundwire_gateway.routes import (
     jobs,
     keys,
     search,
+    conversations,
     sync,
     system,
 )
@@ -405,6 +406,7 @@ def create_app(
 def _add_docs(app: FastAPI) -> None:
     """Swagger UI at /docs and ReDoc at /redoc, their scripts and styles served from
     this gateway (FastAPI's own pages load them from a CDN: blank offline)."""
+    app.include_router(conversations.router(state))
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
 

@@ -10,6 +10,7 @@ Ask call.
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 import anyio
@@ -21,6 +22,7 @@ from groundwire_gateway.auth import Principal
 from groundwire_gateway.limits import Ticket
 from groundwire_gateway.routes.search import limits_stage
 from groundwire_gateway.state import EventStream, GatewayState
+from groundwire_gateway.transcripts import Recording, begin, store_of
 
 log = logging.getLogger("groundwire.gateway.chat")
 
@@ -38,6 +40,8 @@ class Answer:
     citations: list[models.Source] = field(default_factory=list)
     stages: list[models.StageOut] = field(default_factory=list)
     withheld: list[models.WithheldSentence] = field(default_factory=list)
+    checked: models.CitationsEvent | None = None
+    """The citations event as sent (sources, checks, withheld): what is stored."""
 
     def take(self, event: models.AskEvent) -> None:
         if isinstance(event, models.DeltaEvent):
@@ -48,6 +52,7 @@ class Answer:
         elif isinstance(event, models.CitationsEvent):
             self.citations = event.sources
             self.withheld = event.withheld
+            self.checked = event
         elif isinstance(event, models.StagesEvent):
             self.stages = event.stages
         elif isinstance(event, models.DoneEvent):
@@ -63,7 +68,12 @@ class ChatSession:
     """One admitted chat: its Ask stream, its ticket, and how it ends."""
 
     def __init__(
-        self, state: GatewayState, stream: EventStream, ticket: Ticket, prompt_tokens: int = 0
+        self,
+        state: GatewayState,
+        stream: EventStream,
+        ticket: Ticket,
+        prompt_tokens: int = 0,
+        recording: Recording | None = None,
     ) -> None:
         self.state = state
         self.stream = stream
@@ -73,6 +83,10 @@ class ChatSession:
         """The input's approximate tokens, as charged at admission."""
         self.answer = Answer()
         self.ended = False
+        self.recording = recording
+        """Where the answer is stored when it ends (None: not stored)."""
+        self.stored = False
+        self.latency_ms = 0.0
 
     async def first(self) -> models.AskEvent:
         """The first event; on failure the chat is closed and the error raised."""
@@ -97,6 +111,14 @@ class ChatSession:
         if isinstance(event, models.StagesEvent) and self.state.limiter.is_local(self.ticket):
             # Redis down, policy open: say so in the chat's stage report, as search does
             event = models.StagesEvent(stages=[*event.stages, limits_stage(self.state)])
+        if isinstance(event, models.DoneEvent) and (recording := self.recording) is not None:
+            self.latency_ms = (time.perf_counter() - recording.started) * 1e3
+            event = event.model_copy(
+                update={
+                    "answer_id": recording.answer_id,
+                    "conversation_id": recording.conversation_id,
+                }
+            )
         self.answer.take(event)
         if isinstance(event, models.DoneEvent):
             self.ended = True
@@ -113,7 +135,21 @@ class ChatSession:
             self.state.metrics.cancelled_chats.inc()
             log.info("chat abandoned mid-answer: the orchestrator call was cancelled")
         with anyio.CancelScope(shield=True):
-            await self.state.limiter.release(self.ticket, self.answer.tokens)
+            await self.state.limiter.release(
+                self.ticket, self.answer.tokens, spent=self.stream.llm_tokens
+            )
+            await self._store()
+
+    async def _store(self) -> None:
+        """Records a finished answer (after its last event went out; never raises)."""
+        recording, answer = self.recording, self.answer
+        if recording is None or answer.mode is None or self.stored:
+            return  # nothing to store, never finished, or already stored
+        self.stored = True
+        turn = recording.turn(
+            answer.text, answer.mode, answer.checked, answer.stages, self.latency_ms
+        )
+        await recording.store.record(recording.reader, turn)
 
 
 def approx_prompt_tokens(messages: list[models.ChatMessage], instructions: str) -> int:
@@ -145,9 +181,21 @@ async def start_chat(
     listwise_rerank: bool = False,
     max_agent_steps: int = 0,
     instructions: str = "",
+    via: str = "chat",
+    conversation_id: str | None = None,
 ) -> tuple[ChatSession, models.AskEvent]:
+    """Admits a chat and reads its first event; ``via`` and ``conversation_id`` say how
+    its answer is stored (see ``transcripts``)."""
     tokens = input_tokens(state, messages, instructions)
     await state.catalog.check(collection, filters, caller=principal)
+    recording = await begin(
+        store_of(state),
+        principal,
+        collection,
+        messages[-1].text,
+        via=via,
+        conversation_id=conversation_id,
+    )
     ticket = await state.limiter.admit(
         state.limiter.ask_for("chat", principal.client, principal.tenant, tokens)
     )
@@ -164,7 +212,7 @@ async def start_chat(
         with anyio.CancelScope(shield=True):
             await state.limiter.release(ticket)
         raise
-    chat = ChatSession(state, stream, ticket, tokens)
+    chat = ChatSession(state, stream, ticket, tokens, recording)
     return chat, await chat.first()
 
 

@@ -163,6 +163,9 @@ class CollectionInfo(BaseModel):
 class CollectionsOutput(BaseModel):
     collections: list[CollectionInfo]
 
+    answer_id: str | None = Field(
+        None, description="The stored answer (rate it: POST /v1/feedback); null if not stored."
+    )
 
 class DocumentOutput(BaseModel):
     collection: str
@@ -351,8 +354,9 @@ def build_server(state: GatewayState) -> MCPServer[Any]:
         except ValidationError as error:
             raise ToolError(f"invalid_input: {error.errors()[0]['msg']}") from None
         try:
-            chat, event = await start_chat(state, principal, messages, name, [])
+            chat, event = await start_chat(state, principal, messages, name, [], via="mcp")
             events = [event]
+        answer_id=done.answer_id,
             try:
                 while not isinstance(event, models.DoneEvent):
                     event = await chat.next()

@@ -37,6 +37,8 @@ ACCESS_PATTERN = rf"^(public|user:{_ID_START}{_ID_REST}|group:{_ID_START}{_ID_RE
 AccessList = list[Annotated[str, Field(pattern=ACCESS_PATTERN)]]
 """Who may see a document: ``public``, ``user:<id>``, ``group:<name>`` (docs/security.md)."""
 MODEL_PATTERN = r"^groundwire(:[a-z0-9][a-z0-9_-]{0,63})?$"
+STORED_ID_PATTERN = r"^[0-9a-f]{32}$"
+"""Conversation and answer ids (made by the gateway)."""
 MAX_MESSAGES = 20
 MAX_PART_CHARS = 4000
 TOKENS_PER_MESSAGE = 4
@@ -237,6 +239,12 @@ class ChatBody(_Strict):
         False, description="Let the LLM reorder candidates against the whole intent."
     )
     max_agent_steps: int = Field(0, ge=0, le=16, description="Agent steps; 0 = server default.")
+    conversation_id: str | None = Field(
+        None,
+        pattern=STORED_ID_PATTERN,
+        description="Continue a stored conversation (the `conversation_id` of an earlier "
+        "`done` event); absent = a new one.",
+    )
 
     @model_validator(mode="after")
     def _conversation(self) -> ChatBody:
@@ -362,6 +370,14 @@ class ChatStreamEvents(BaseModel):
     ``data:`` line, named by the ``event:`` line)."""
 
     retrieval: RetrievalEvent
+    answer_id: str | None = Field(
+        None,
+        description="The stored answer (rate it: POST /v1/feedback); null when the "
+        "gateway stores no conversations.",
+    )
+    conversation_id: str | None = Field(
+        None, description="Send it back as `conversation_id` to continue this conversation."
+    )
     delta: DeltaEvent
     reset: ResetEvent
     citations: CitationsEvent
@@ -446,6 +462,12 @@ class CompletionBody(_Strict):
 
     def instructions(self) -> str:
         """The system (and developer) messages' text, in order, one paragraph each."""
+    conversation_id: str | None = Field(
+        None,
+        pattern=STORED_ID_PATTERN,
+        description="Groundwire extension (extra_body): continue a stored conversation "
+        "(`groundwire.conversation_id` of an earlier completion).",
+    )
         return "\n\n".join(m.text for m in self.messages if m.role in OPERATOR_ROLES)
 
 
@@ -491,6 +513,12 @@ class ChatCompletion(BaseModel):
     groundwire: GroundwireExtra
 
 
+    answer_id: str | None = Field(
+        None, description="The stored answer (POST /v1/feedback); null when none is stored."
+    )
+    conversation_id: str | None = Field(
+        None, description="Send it back (extra_body) to continue the conversation."
+    )
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None

@@ -126,6 +126,14 @@ class GatewaySettings(ServiceSettings):
         "they never race); false = refuse to start until `groundwire db upgrade` (or the "
         "deployment's migrate job) has run.",
     )
+    conversation_retention_days: int = Field(
+        90,
+        ge=0,
+        le=36_500,
+        description="How long conversations, their answers and feedback are kept (days; "
+        "older ones are deleted, checked at most hourly); 0 = never stored (no answer ids, "
+        "no feedback, an empty report).",
+    )
 
     # --- API keys ------------------------------------------------------------------------
     admin_api_keys: SecretStr = Field(

@@ -40,6 +40,8 @@ TITLE_CHARS = 200
 KEY_CHARS = 200
 COMMENTS_PER_ENTRY = 5
 ANSWERS_PER_ENTRY = 5
+EVIDENCE_STATUSES = ("supported", "quoted")
+"""Citation statuses that count as evidence (similar/unrelated are relevance only)."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -120,11 +122,13 @@ class Turn:
 
     @property
     def supported(self) -> int:
-        return sum(1 for c in self.citations if c.get("status") == "supported")
+        """Citations with evidence: supported (judged by meaning) or quoted (verbatim)."""
+        return sum(1 for c in self.citations if c.get("status") in EVIDENCE_STATUSES)
 
     @property
     def low_evidence(self) -> bool:
-        """An answer (not a decline) with no supported citation or a withheld sentence."""
+        """An answer (not a decline) with no citation that has evidence, or with a
+        sentence withheld."""
         return self.mode != "declined" and (self.supported == 0 or bool(self.withheld))
 
 

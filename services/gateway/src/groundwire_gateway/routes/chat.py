@@ -92,6 +92,7 @@ def router(state: GatewayState) -> APIRouter:
             body.filters,
             listwise_rerank=body.listwise_rerank,
             max_agent_steps=body.max_agent_steps,
+            conversation_id=body.conversation_id,
         )
         return EventSourceResponse(
             _chat_events(state, chat, first), sep=SSE_SEPARATOR, ping=SSE_PING_S

@@ -89,7 +89,14 @@ def router(state: GatewayState) -> APIRouter:
         collection = _collection_for(body.model, body.collection, settings.default_collection)
         conversation, instructions = body.conversation(), body.instructions()
         chat, first = await start_chat(
-            state, principal, conversation, collection, body.filters, instructions=instructions
+            state,
+            principal,
+            conversation,
+            collection,
+            body.filters,
+            instructions=instructions,
+            via="completions",
+            conversation_id=body.conversation_id,
         )
         created = int(time.time())
         ident = f"chatcmpl-{current_request_id()}"
@@ -131,6 +138,7 @@ def router(state: GatewayState) -> APIRouter:
                 request_id=current_request_id(),
                 stages=answer.stages,
                 withheld=answer.withheld,
+                **_stored_ids(chat),
             ),
         )
         return JSONResponse(completion.model_dump(mode="json"))
@@ -151,6 +159,14 @@ def router(state: GatewayState) -> APIRouter:
         )
 
     return api
+
+
+def _stored_ids(chat: ChatSession) -> dict[str, str]:
+    """``answer_id`` and ``conversation_id`` of a stored answer (none when not stored)."""
+    recording = chat.recording
+    if recording is None:
+        return {}
+    return {"answer_id": recording.answer_id, "conversation_id": recording.conversation_id}
 
 
 def _chunk(
@@ -213,6 +229,7 @@ async def _completion_chunks(
                     request_id=current_request_id(),
                     stages=answer.stages,
                     withheld=answer.withheld,
+                    **_stored_ids(chat),
                 )
                 yield sse(
                     _chunk(
