@@ -380,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
     keys_cli.add_parser(sub)
+    report_cli.add_parser(sub)
     backup_cli.add_parsers(sub, cluster_args)
 
     models = sub.add_parser("models", help="build model folders")
@@ -391,7 +392,6 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
     build.set_defaults(func=cmd_models_build)
 
-    report_cli.add_parser(sub)
     evals = sub.add_parser("eval", help="evaluate retrieval and answer quality")
     evals_sub = evals.add_subparsers(dest="eval_command", required=True)
     retrieval = evals_sub.add_parser(

@@ -51,11 +51,11 @@ from groundwire_gateway.routes import (
     admin,
     chat,
     completions,
+    conversations,
     document_view,
     jobs,
     keys,
     search,
-    conversations,
     sync,
     system,
 )
@@ -389,6 +389,7 @@ def create_app(
 
     app.include_router(chat.router(state))
     app.include_router(completions.router(state))
+    app.include_router(conversations.router(state))
     app.include_router(search.router(state))
     app.include_router(document_view.router(state))
     app.include_router(admin.router(state))
@@ -406,7 +407,6 @@ def create_app(
 def _add_docs(app: FastAPI) -> None:
     """Swagger UI at /docs and ReDoc at /redoc, their scripts and styles served from
     this gateway (FastAPI's own pages load them from a CDN: blank offline)."""
-    app.include_router(conversations.router(state))
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
 

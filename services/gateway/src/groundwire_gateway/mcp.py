@@ -153,6 +153,9 @@ class AskOutput(BaseModel):
     verification: str = Field(description="e.g. '3 of 3 citations supported'.")
     withheld: int = Field(description="Sentences withheld from the answer: they failed the check.")
     request_id: str
+    answer_id: str | None = Field(
+        None, description="The stored answer (rate it: POST /v1/feedback); null if not stored."
+    )
 
 
 class CollectionInfo(BaseModel):
@@ -163,9 +166,6 @@ class CollectionInfo(BaseModel):
 class CollectionsOutput(BaseModel):
     collections: list[CollectionInfo]
 
-    answer_id: str | None = Field(
-        None, description="The stored answer (rate it: POST /v1/feedback); null if not stored."
-    )
 
 class DocumentOutput(BaseModel):
     collection: str
@@ -296,6 +296,7 @@ def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
         else "no citations",
         withheld=len(citations.withheld),
         request_id=current_request_id(),
+        answer_id=done.answer_id,
     )
 
 
@@ -356,7 +357,6 @@ def build_server(state: GatewayState) -> MCPServer[Any]:
         try:
             chat, event = await start_chat(state, principal, messages, name, [], via="mcp")
             events = [event]
-        answer_id=done.answer_id,
             try:
                 while not isinstance(event, models.DoneEvent):
                     event = await chat.next()

@@ -351,6 +351,14 @@ class DoneEvent(BaseModel):
     mode: AnswerMode
     answer: str
     unsupported_citations: int = 0
+    answer_id: str | None = Field(
+        None,
+        description="The stored answer (rate it: POST /v1/feedback); null when the "
+        "gateway stores no conversations.",
+    )
+    conversation_id: str | None = Field(
+        None, description="Send it back as `conversation_id` to continue this conversation."
+    )
 
 
 class ErrorEvent(BaseModel):
@@ -370,14 +378,6 @@ class ChatStreamEvents(BaseModel):
     ``data:`` line, named by the ``event:`` line)."""
 
     retrieval: RetrievalEvent
-    answer_id: str | None = Field(
-        None,
-        description="The stored answer (rate it: POST /v1/feedback); null when the "
-        "gateway stores no conversations.",
-    )
-    conversation_id: str | None = Field(
-        None, description="Send it back as `conversation_id` to continue this conversation."
-    )
     delta: DeltaEvent
     reset: ResetEvent
     citations: CitationsEvent
@@ -443,6 +443,12 @@ class CompletionBody(_Strict):
         None, description="Groundwire extension (extra_body); overrides the model's collection."
     )
     filters: Filters = Field(default_factory=list)
+    conversation_id: str | None = Field(
+        None,
+        pattern=STORED_ID_PATTERN,
+        description="Groundwire extension (extra_body): continue a stored conversation "
+        "(`groundwire.conversation_id` of an earlier completion).",
+    )
 
     @model_validator(mode="after")
     def _conversation(self) -> CompletionBody:
@@ -462,12 +468,6 @@ class CompletionBody(_Strict):
 
     def instructions(self) -> str:
         """The system (and developer) messages' text, in order, one paragraph each."""
-    conversation_id: str | None = Field(
-        None,
-        pattern=STORED_ID_PATTERN,
-        description="Groundwire extension (extra_body): continue a stored conversation "
-        "(`groundwire.conversation_id` of an earlier completion).",
-    )
         return "\n\n".join(m.text for m in self.messages if m.role in OPERATOR_ROLES)
 
 
@@ -494,6 +494,12 @@ class GroundwireExtra(BaseModel):
     mode: AnswerMode | None = None
     collection: str
     request_id: str
+    answer_id: str | None = Field(
+        None, description="The stored answer (POST /v1/feedback); null when none is stored."
+    )
+    conversation_id: str | None = Field(
+        None, description="Send it back (extra_body) to continue the conversation."
+    )
     stages: list[StageOut] = Field(default_factory=list)
     withheld: list[WithheldSentence] = Field(
         default_factory=list,
@@ -513,12 +519,6 @@ class ChatCompletion(BaseModel):
     groundwire: GroundwireExtra
 
 
-    answer_id: str | None = Field(
-        None, description="The stored answer (POST /v1/feedback); null when none is stored."
-    )
-    conversation_id: str | None = Field(
-        None, description="Send it back (extra_body) to continue the conversation."
-    )
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
