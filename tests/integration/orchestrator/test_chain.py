@@ -395,8 +395,8 @@ async def test_answer_streams_cites_and_verifies(chain: Stack) -> None:
     [cited] = of(events, "citations")
     n = number_of(events, "sixty requests per minute")
     assert [s.number for s in cited.sources] == [n]
-    supported = pb.VERIFICATION_STATUS_SUPPORTED
-    assert [(c.number, c.status) for c in cited.citations] == [(n, supported)]
+    similar = pb.VERIFICATION_STATUS_SIMILAR  # similarity only: never "supported"
+    assert [(c.number, c.status) for c in cited.citations] == [(n, similar)]
     assert cited.citations[0].support >= 0.45
 
 
@@ -431,11 +431,11 @@ async def test_citation_to_a_chunk_that_does_not_support_it_is_flagged(chain: St
     [cited] = of(events, "citations")
     status = {c.sentence.split(" [")[0]: c.status for c in cited.citations}
     assert status == {
-        "Each API key may send sixty requests per minute": pb.VERIFICATION_STATUS_SUPPORTED,
-        "Quotas reset at midnight UTC": pb.VERIFICATION_STATUS_UNSUPPORTED,
+        "Each API key may send sixty requests per minute": pb.VERIFICATION_STATUS_SIMILAR,
+        "Quotas reset at midnight UTC": pb.VERIFICATION_STATUS_UNRELATED,
     }
     assert events[-1].done.unsupported_citations == 1
-    assert stage_map(events)["citations"].details["unsupported"] == "1"
+    assert stage_map(events)["citations"].details["unrelated"] == "1"
 
 
 async def test_listwise_reorders_and_explains(chain: Stack) -> None:
@@ -509,7 +509,7 @@ async def test_529_overload_everywhere_falls_back_to_extractive(chain: Stack) ->
     assert {r.api for r in chain.llm.requests} == {"anthropic", "openai"}, "both were tried"
     [cited] = of(events, "citations")
     assert cited.citations and all(
-        c.status == pb.VERIFICATION_STATUS_SUPPORTED for c in cited.citations
+        c.status == pb.VERIFICATION_STATUS_QUOTED for c in cited.citations
     )
 
 
@@ -617,7 +617,7 @@ async def test_no_llm_gives_an_extractive_answer_whose_citations_verify(chain: S
     assert "".join(d.text for d in of(events, "delta")) == done.answer
     [cited] = of(events, "citations")
     assert cited.citations
-    assert all(c.status == pb.VERIFICATION_STATUS_SUPPORTED for c in cited.citations)
+    assert all(c.status == pb.VERIFICATION_STATUS_QUOTED for c in cited.citations)
     stages = stage_map(events)
     assert stages["analysis"].fallback and stages["analysis"].dependency == "llm"
     assert stages["answer"].fallback and "no LLM is configured" in stages["answer"].reason

@@ -205,8 +205,9 @@ def assert_verbatim(events: Sequence[pb.AskEvent]) -> list[str]:
             assert quote in chunk, f"code block altered: {quote!r}"
         else:
             assert flat(quote) in flat(chunk), f"not verbatim in [{citation.number}]: {quote!r}"
-        # checked like any claim (a verbatim quote is no proof of support: issue #21)
-        assert citation.status == pb.VERIFICATION_STATUS_SUPPORTED and citation.method
+        # a verbatim quote is no proof of support (issues #21, #32): similarity labels
+        # it QUOTED, never SUPPORTED
+        assert citation.status == pb.VERIFICATION_STATUS_QUOTED and citation.method
         assert citation.sentence in rest
         rest = rest.replace(citation.sentence, "", 1)
         quotes.append(quote)

@@ -109,8 +109,9 @@ async def test_a_failed_judge_falls_back_to_similarity(reply: Any, why: str) -> 
     )
     assert [c.method for c in citations] == ["similarity", "similarity"]
     assert all(c.status is not Verification.UNCHECKED for c in citations)
-    # the similarity score cannot see the contradiction: why it is never proof
-    assert citations[1].status is Verification.SUPPORTED
+    # the similarity score cannot see the contradiction: why it is never proof, and
+    # says "similar" (a relevance score), never "supported"
+    assert citations[1].status is Verification.SIMILAR
     assert report.fallback and why in report.reason and report.dependency == "llm"
     assert report.details["method_similarity"] == "2"
 
@@ -118,7 +119,7 @@ async def test_a_failed_judge_falls_back_to_similarity(reply: Any, why: str) -> 
 async def test_a_claim_the_judge_skipped_falls_back_alone() -> None:
     llm = ScriptedLLM(fast=[_verdicts({"claim": 2, "verdict": "not_addressed"})])
     first, second = await _chain(llm).judge(CLAIMS)
-    assert first.method == "similarity" and first.status is Verification.SUPPORTED
+    assert first.method == "similarity" and first.status is Verification.SIMILAR
     assert (second.method, second.status) == ("llm", Verification.UNSUPPORTED)
 
 

@@ -41,6 +41,9 @@ _VERIFICATION: dict[int, str] = {
     orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED: "unsupported",
     orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED: "unchecked",
     orchestrator_pb2.VERIFICATION_STATUS_CONTRADICTED: "contradicted",
+    orchestrator_pb2.VERIFICATION_STATUS_QUOTED: "quoted",
+    orchestrator_pb2.VERIFICATION_STATUS_SIMILAR: "similar",
+    orchestrator_pb2.VERIFICATION_STATUS_UNRELATED: "unrelated",
 }
 _ORCHESTRATOR = orchestrator_pb2.DESCRIPTOR.services_by_name["OrchestratorService"].full_name
 _RETRIEVER = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
@@ -173,6 +176,9 @@ class AskStream:
     def __init__(self, call: Any) -> None:
         self._call = call
         self.finished = False
+        self.llm_tokens: int | None = None
+        """Tokens (input + output) of every LLM call the answer made, from its done
+        event; None until then, or when the orchestrator reported none."""
 
     def __aiter__(self) -> AsyncIterator[models.AskEvent]:
         return self._events()
@@ -183,6 +189,9 @@ class AskStream:
                 event = _event(raw)
                 if event is None:
                     continue
+                if isinstance(event, models.DoneEvent) and raw.done.HasField("llm_usage"):
+                    spent = raw.done.llm_usage
+                    self.llm_tokens = spent.input_tokens + spent.output_tokens
                 if isinstance(event, models.DoneEvent):
                     await self._read_to_end()
                     self.finished = True

@@ -38,6 +38,9 @@ STATUSES = {
     Verification.UNSUPPORTED: orchestrator_pb2.VERIFICATION_STATUS_UNSUPPORTED,
     Verification.UNCHECKED: orchestrator_pb2.VERIFICATION_STATUS_UNCHECKED,
     Verification.CONTRADICTED: orchestrator_pb2.VERIFICATION_STATUS_CONTRADICTED,
+    Verification.QUOTED: orchestrator_pb2.VERIFICATION_STATUS_QUOTED,
+    Verification.SIMILAR: orchestrator_pb2.VERIFICATION_STATUS_SIMILAR,
+    Verification.UNRELATED: orchestrator_pb2.VERIFICATION_STATUS_UNRELATED,
 }
 
 _ROLES = {orchestrator_pb2.ROLE_USER: "user", orchestrator_pb2.ROLE_ASSISTANT: "assistant"}

@@ -123,6 +123,16 @@ class Verification(enum.Enum):
     """The passage states the opposite (entailment model or LLM judge only)."""
     UNCHECKED = "unchecked"
     """The support check could not run (e.g. the embedder was down)."""
+    QUOTED = "quoted"
+    """Verbatim from the cited passage, and nothing read its meaning (similarity only):
+    the words are there, not that they answer or support anything."""
+    SIMILAR = "similar"
+    """Close to the cited passage by similarity only (``support`` is a relevance score,
+    not a check of meaning)."""
+    UNRELATED = "unrelated"
+    """Far from the cited passage by similarity (under the threshold): no check of
+    meaning ran, but the passage shares little with the sentence."""
+
 
 
 @dataclass(frozen=True)

@@ -460,5 +460,7 @@ class Pipeline:
         stages.append(citations_report)
         yield CitationsDone(sources, citations, withheld)
         yield StagesDone(tuple(stages))
-        unsupported = sum(c.status is Verification.UNSUPPORTED for c in citations)
+        unsupported = sum(
+            c.status in (Verification.UNSUPPORTED, Verification.UNRELATED) for c in citations
+        )
         yield AnswerDone(mode, text, unsupported)

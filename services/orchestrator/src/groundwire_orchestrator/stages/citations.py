@@ -8,7 +8,8 @@ verifiers (verification.chain: nli -> llm -> similarity, falling back per claim)
   citations. Sentences split at full stops, but not at abbreviations or initials
   ("E. coli", "e.g.", "Fig. 2", "et al."), so a claim is whole.
 - a verbatim quote is checked like any claim: it proves the words exist in the chunk,
-  not that they support or answer anything (the report counts them as ``verbatim``).
+  not that they support or answer anything (the report counts them as ``verbatim``); a
+  verifier that reads no meaning (similarity) labels it QUOTED, never SUPPORTED.
 - a sentence that repeats injected instructions (it matches the injection screen's
   patterns) and cites a passage the screen flagged is UNSUPPORTED (support 0) before
   any verifier sees it: text written to steer a model is no evidence.
@@ -142,9 +143,12 @@ def is_quote(quote: str, cand: Candidate) -> bool:
 
 
 def tally(citations: Sequence[Citation], methods: Sequence[str]) -> dict[str, str]:
-    """The report's counts: each status over ``citations``, then each of ``methods``
-    (as ``method_<name>``, in order of first appearance)."""
-    counts = {s.value: str(sum(c.status is s for c in citations)) for s in Verification}
+    """The report's counts: each status that occurs over ``citations`` (a status no
+    citation has is left out: a "supported: 0" beside similarity verdicts reads as if
+    support had been checked), then each of ``methods`` (as ``method_<name>``, in order
+    of first appearance)."""
+    found = Counter(c.status for c in citations)
+    counts = {s.value: str(found[s]) for s in Verification if found[s]}
     counts.update((f"method_{m}", str(n)) for m, n in Counter(methods).items())
     return counts
 
@@ -240,8 +244,10 @@ class CitationVerifier:
             if src.candidate.injection_flagged and screen(cs.quote)
         }
         to_judge = [i for i in range(len(pairs)) if i not in injected]
+        quoted = [is_quote(cs.quote, src.candidate) for cs, src in pairs]
         claims = [
-            Claim(pairs[i][0].claim, chunk_body(pairs[i][1].candidate)) for i in to_judge
+            Claim(pairs[i][0].claim, chunk_body(pairs[i][1].candidate), verbatim=quoted[i])
+            for i in to_judge
         ]
         judged = dict(zip(to_judge, await self._chain.judge(claims), strict=True))
         citations = []
@@ -252,7 +258,7 @@ class CitationVerifier:
             )
             citations.append(_citation(cs, src, judgement))
         details = {"checked": str(len(pairs))}
-        verbatim = sum(is_quote(cs.quote, src.candidate) for cs, src in pairs)
+        verbatim = sum(quoted)
         if verbatim:
             details["verbatim"] = str(verbatim)
         if injected:

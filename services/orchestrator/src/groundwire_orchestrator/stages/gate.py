@@ -8,9 +8,11 @@ open code fence holds everything from the fence on). Complete units are checked
 together (one verifier call per batch, not per sentence), then sent or withheld:
 
 - withheld: a cited sentence with a CONTRADICTED citation, or whose citations are all
-  UNSUPPORTED (a sentence with one supported and one unsupported citation is shown,
-  the failing citation labelled as before);
-- shown: sentences whose citations are SUPPORTED or UNCHECKED (every verifier failed:
+  UNSUPPORTED (or UNRELATED, when verify-before-show is forced on with similarity
+  alone; a sentence with one supported and one unsupported citation is shown, the
+  failing citation labelled as before);
+- shown: sentences whose citations are SUPPORTED, QUOTED, SIMILAR or UNCHECKED (every
+  verifier failed:
   the stage reports the fallback; withholding on no evidence would blank answers
   whenever a backend is down);
 - uncited sentences: shown when they state nothing to check — a decline, a lead-in
@@ -249,7 +251,7 @@ class VerifyBeforeShow:
         if contradicted:
             c = contradicted[0]
             return Withheld(cs.sentence, numbers, c.status, _why(c, "contradicts it"))
-        if all(c.status is Verification.UNSUPPORTED for c in citations):
+        if all(c.status in (Verification.UNSUPPORTED, Verification.UNRELATED) for c in citations):
             c = citations[0]
             return Withheld(cs.sentence, numbers, c.status, _why(c, "does not support it"))
         return None

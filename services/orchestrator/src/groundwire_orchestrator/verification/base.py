@@ -3,12 +3,14 @@
 A claim is one sentence (or code block) of an answer with its citation markers
 removed; its passage is the text of the chunk it cites. A verifier judges each
 (claim, passage) pair on its own: SUPPORTED, CONTRADICTED, UNSUPPORTED (the passage
-does not address the claim) or UNCHECKED (the verifier could not run). Backends:
+does not address the claim) or UNCHECKED (the verifier could not run); the similarity
+score, which reads no meaning, says QUOTED, SIMILAR or UNRELATED instead. Backends:
 
 - ``nli``: an entailment model served by the reranker service (premise = the best
   passage window, hypothesis = the claim);
 - ``llm``: the fast LLM as judge, batched, validated JSON, bounded by a timeout;
-- ``similarity``: the lexical-semantic score, reported as such and never as proof.
+- ``similarity``: the lexical-semantic score, reported as a relevance score and never
+  as proof (QUOTED for a verbatim quote, SIMILAR or UNRELATED otherwise).
 
 The chain falls back nli -> llm -> similarity per batch when a backend fails, and
 each judgement names the method that produced it.
@@ -31,6 +33,9 @@ class Claim:
     """The claim, citation markers removed."""
     passage: str
     """The cited chunk's text (its body, heading prefix removed)."""
+    verbatim: bool = False
+    """Whether the sentence is quoted verbatim from the passage (what a verifier that
+    reads no meaning may say about it: QUOTED)."""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,12 @@ Per (claim, passage) pair:
   occur in the passage.
 - support = 0.6 * max(semantic, 0) + 0.4 * lexical, in [0, 1]; a claim with fewer than
   two content words ("Yes.") is judged on the semantic part alone.
-- SUPPORTED when the support reaches the threshold, UNSUPPORTED otherwise; never
-  CONTRADICTED (a score cannot tell a contradiction from a paraphrase).
+- the score reads no meaning, so it never says SUPPORTED, UNSUPPORTED or CONTRADICTED
+  (issue #32: a verbatim quote scores ~1.0 against its own chunk by construction, and
+  "verified 3 of 3" was printed beside answers that did not answer): QUOTED when the
+  sentence is verbatim from the passage (nothing judged), else SIMILAR when the score
+  reaches the threshold and UNRELATED under it. The score is reported as a relevance
+  score.
 
 Measured (issue #21, SciFact claims with MiniLM at 0.45): 87.5 % of contradicted claims
 and 43.8 % of claims the passage does not address are judged SUPPORTED; ROC AUC of
@@ -127,9 +131,18 @@ class SimilarityVerifier:
 
     def _judge_one(self, claim: Claim, vectors: dict[str, Vector]) -> Judgement:
         score = round(self.support(claim.text, claim.passage, vectors), 4)
-        status = Verification.SUPPORTED if score >= self._threshold else Verification.UNSUPPORTED
+        if claim.verbatim:
+            status = Verification.QUOTED
+            reason = f"quoted verbatim; relevance {score:.2f} by similarity, meaning not checked"
+        else:
+            status = (
+                Verification.SIMILAR if score >= self._threshold else Verification.UNRELATED
+            )
+            reason = (
+                f"relevance {score:.2f} by similarity (threshold {self._threshold:g}), "
+                "meaning not checked"
+            )
         evidence = self._evidence(claim.text, claim.passage, vectors)
-        reason = f"similarity {score:.2f} (threshold {self._threshold:g})"
         return Judgement(status, score, "similarity", evidence=evidence, reason=reason)
 
 

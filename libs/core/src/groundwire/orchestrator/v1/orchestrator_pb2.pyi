@@ -21,6 +21,9 @@ class VerificationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERIFICATION_STATUS_UNSUPPORTED: _ClassVar[VerificationStatus]
     VERIFICATION_STATUS_UNCHECKED: _ClassVar[VerificationStatus]
     VERIFICATION_STATUS_CONTRADICTED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_QUOTED: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_SIMILAR: _ClassVar[VerificationStatus]
+    VERIFICATION_STATUS_UNRELATED: _ClassVar[VerificationStatus]
 
 class AnswerMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -55,6 +58,9 @@ VERIFICATION_STATUS_SUPPORTED: VerificationStatus
 VERIFICATION_STATUS_UNSUPPORTED: VerificationStatus
 VERIFICATION_STATUS_UNCHECKED: VerificationStatus
 VERIFICATION_STATUS_CONTRADICTED: VerificationStatus
+VERIFICATION_STATUS_QUOTED: VerificationStatus
+VERIFICATION_STATUS_SIMILAR: VerificationStatus
+VERIFICATION_STATUS_UNRELATED: VerificationStatus
 ANSWER_MODE_UNSPECIFIED: AnswerMode
 ANSWER_MODE_GENERATED: AnswerMode
 ANSWER_MODE_EXTRACTIVE: AnswerMode
@@ -209,14 +215,16 @@ class StagesEvent(_message.Message):
     def __init__(self, stages: _Optional[_Iterable[_Union[_common_pb2.StageReport, _Mapping]]] = ...) -> None: ...
 
 class DoneEvent(_message.Message):
-    __slots__ = ("mode", "answer", "unsupported_citations")
+    __slots__ = ("mode", "answer", "unsupported_citations", "llm_usage")
     MODE_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     UNSUPPORTED_CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    LLM_USAGE_FIELD_NUMBER: _ClassVar[int]
     mode: AnswerMode
     answer: str
     unsupported_citations: int
-    def __init__(self, mode: _Optional[_Union[AnswerMode, str]] = ..., answer: _Optional[str] = ..., unsupported_citations: _Optional[int] = ...) -> None: ...
+    llm_usage: LlmUsage
+    def __init__(self, mode: _Optional[_Union[AnswerMode, str]] = ..., answer: _Optional[str] = ..., unsupported_citations: _Optional[int] = ..., llm_usage: _Optional[_Union[LlmUsage, _Mapping]] = ...) -> None: ...
 
 class AskEvent(_message.Message):
     __slots__ = ("retrieval", "delta", "reset", "citations", "stages", "done", "error")
