@@ -5,10 +5,19 @@ stream, text before and after, and the whole-reply form the non-streamed calls u
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 
 import pytest
 
-from groundwire_orchestrator.llm.base import ReasoningDelta, TextDelta
+from groundwire_orchestrator import usage
+from groundwire_orchestrator.llm.base import (
+    ChatMessage,
+    LLMRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+)
+from groundwire_orchestrator.llm.observed import ObservedLLM
 from groundwire_orchestrator.llm.reasoning import (
     ReasoningFilter,
     Split,
@@ -103,3 +112,29 @@ def test_whole_reply() -> None:
 def test_events_put_the_thinking_apart() -> None:
     assert list(events(Split("a", "b"))) == [ReasoningDelta("b"), TextDelta("a")]
     assert list(events(Split())) == []
+
+
+class ThinkingLLM:
+    """A provider whose stream thinks 40 characters, then answers 8."""
+
+    name = "thinker"
+
+    async def stream(self, request: LLMRequest, *, timeout_s: float) -> AsyncIterator[StreamEvent]:
+        yield ReasoningDelta("r" * 40)
+        yield TextDelta("a" * 8)
+
+    async def complete(self, request: LLMRequest, *, timeout_s: float) -> str:
+        return "a" * 8
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_thinking_passes_the_observer_and_counts_as_output() -> None:
+    """Never shown, but written (and billed): the token estimate counts it."""
+    llm = ObservedLLM(ThinkingLLM(), ("thinker",))
+    request = LLMRequest("", (ChatMessage("user", "q" * 4),))
+    with usage.metered() as spent:
+        seen = [e async for e in llm.stream(request, timeout_s=1)]
+    assert seen == [ReasoningDelta("r" * 40), TextDelta("a" * 8)]
+    assert spent.output_tokens == 12

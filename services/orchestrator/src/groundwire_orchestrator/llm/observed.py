@@ -21,6 +21,7 @@ from groundwire_orchestrator import usage
 from groundwire_orchestrator.llm.base import (
     LLMProvider,
     LLMRequest,
+    ReasoningDelta,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -89,7 +90,8 @@ class _LLMCall:
             self._first_event_ms = (time.perf_counter() - self._started) * 1e3
         if isinstance(event, str):
             self._chars += len(event)
-        elif isinstance(event, TextDelta):
+        elif isinstance(event, TextDelta | ReasoningDelta):
+            # thinking is never shown, but the model wrote (and bills) it
             self._chars += len(event.text)
         elif isinstance(event, ToolCall):
             self._tool_calls += 1
