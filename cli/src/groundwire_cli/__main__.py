@@ -230,6 +230,10 @@ def _profiles() -> dict[str, object]:
     return profiles
 
 
+COST_MODEL_PROFILES = ("bge-m3", "bge-reranker-v2-m3", "cross-encoder", "nli")
+"""The profiles `models build --random-weights` can build as cost models."""
+
+
 def cmd_models_build(args: argparse.Namespace) -> int:
     profiles = _profiles()
     if not profiles:
@@ -248,8 +252,15 @@ def cmd_models_build(args: argparse.Namespace) -> int:
         return 2
     home = config_cli.groundwire_home(user_environment())
     out = args.out or home / "models" / args.profile
+    options = {"random_weights": True} if args.random_weights else {}
+    if args.random_weights and args.profile not in COST_MODEL_PROFILES:
+        print(
+            f"--random-weights builds {', '.join(COST_MODEL_PROFILES)}, not {args.profile!r}",
+            file=sys.stderr,
+        )
+        return 2
     # the build logs its steps and its last line, "built PROFILE into DIR in Ns"
-    build(args.profile, out, int8=args.int8, source=args.source)  # type: ignore[operator]
+    build(args.profile, out, int8=args.int8, source=args.source, **options)  # type: ignore[operator]
     return 0
 
 
@@ -390,6 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--out", type=Path, default=None, help="default: var/models/PROFILE")
     build.add_argument("--int8", action="store_true", help="quantize to int8 (MatMul, per channel)")
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
+    build.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="a cost model: the profile's real architecture and sizes with random weights "
+        "(no download; for sizing benchmarks: the services refuse it unless SERVE_COST_MODEL)",
+    )
     build.set_defaults(func=cmd_models_build)
 
     evals = sub.add_parser("eval", help="evaluate retrieval and answer quality")

@@ -23,6 +23,22 @@ MANIFEST_FILE = "groundwire-model.json"
 """The manifest's file name in every built model folder (embedder and reranker)."""
 
 
+COST_MODEL_NOTE = (
+    "random weights of the real architecture, built by `groundwire models build PROFILE "
+    "--random-weights`: it measures what the model costs and never serves answers"
+)
+
+
+def refuse_cost_model(model_dir: Path, *, cost_model: bool, serve_cost_model: bool) -> None:
+    """Raises InvalidInput when ``model_dir`` holds a cost model and the service was not
+    told to serve one (its ``SERVE_COST_MODEL`` setting: benchmarks only)."""
+    if cost_model and not serve_cost_model:
+        raise InvalidInput(
+            f"{model_dir} is a cost model ({COST_MODEL_NOTE}); set the service's "
+            "SERVE_COST_MODEL=true to serve it for a benchmark"
+        )
+
+
 def read_manifest_json(model_dir: Path, build_hint: str) -> tuple[Path, object]:
     """The manifest's path and its parsed JSON, not yet checked.
 

@@ -86,6 +86,13 @@ class ModelServiceSettings(ServiceSettings):
         "and 355 to 515 (int8) with two lanes (benchmarks/embedder.md).",
     )
 
+    serve_cost_model: bool = Field(
+        False,
+        description="Serve a cost model (random weights of the real architecture, from "
+        "`groundwire models build PROFILE --random-weights`): for sizing benchmarks only. "
+        "Without it the service refuses to start on one, so a cost model never answers.",
+    )
+
     @property
     def lanes(self) -> int:
         """``model_lanes`` resolved: with 0, one lane per thread of the alone session

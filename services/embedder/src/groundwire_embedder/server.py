@@ -39,6 +39,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
             inter_op_threads=settings.inter_op_threads,
             allow_spinning=settings.ort_allow_spinning,
             lanes=lanes,
+            serve_cost_model=settings.serve_cost_model,
         )
         self._engine = build_engine(
             self._encoder,

@@ -41,11 +41,17 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
         lanes = settings.lanes
         if model is None and settings.model_dir is not None:
             model = OnnxCrossEncoder(
-                settings.model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
+                settings.model_dir,
+                intra_op_threads=settings.intra_op_threads,
+                lanes=lanes,
+                serve_cost_model=settings.serve_cost_model,
             )
         if nli_model is None and settings.nli_model_dir is not None:
             nli_model = OnnxNliModel(
-                settings.nli_model_dir, intra_op_threads=settings.intra_op_threads, lanes=lanes
+                settings.nli_model_dir,
+                intra_op_threads=settings.intra_op_threads,
+                lanes=lanes,
+                serve_cost_model=settings.serve_cost_model,
             )
         self._entailer = Entailer(
             nli_model,

@@ -37,6 +37,7 @@ from tokenizers import Tokenizer
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
 from groundwire_core.onnx_models import export_traced
 from groundwire_embedder.export import BuildReport, staging_dir
+from groundwire_embedder.export.cost_model import BGE_M3, COST_MODEL_ID, EncoderShape, random_bge_m3
 from groundwire_embedder.export.quantize import cosine_stats, quantize_checked, save_onnx
 from groundwire_embedder.export.sample_text import SAMPLE_SENTENCES
 from groundwire_embedder.models.manifest import ModelManifest
@@ -75,6 +76,9 @@ def build_bge_m3(
     external_data: bool | None = None,
     int8_min_cosine: float = INT8_MIN_COSINE_MEAN,
     max_tokens: int | None = None,
+    random_weights: bool = False,
+    cost_shape: EncoderShape = BGE_M3,
+    cost_model_id: str = "",
 ) -> BuildReport:
     """Export a BGE-M3 checkpoint into ``out_dir`` (atomically), fp32 or int8.
 
@@ -85,6 +89,10 @@ def build_bge_m3(
     Unavailable (no source given and the hub cannot be reached), InvalidInput (the export
     extra is missing, the files do not load) and BackendFailure (the graph disagrees with
     PyTorch, or int8 drifts further than ``int8_min_cosine`` from fp32).
+
+    ``random_weights`` builds a cost model instead (``cost_model``: the real sizes of
+    ``cost_shape``, random weights, no download; its int8 drift is printed, not gated,
+    since random weights have no quality to keep).
     """
     started = time.perf_counter()
     try:
@@ -96,7 +104,24 @@ def build_bge_m3(
             "building models needs the export extra: pip install 'groundwire-embedder[export]'"
         ) from exc
 
+    if random_weights:
+        if source is not None:
+            raise InvalidInput("--random-weights builds its own checkpoint: drop --source")
+        with tempfile.TemporaryDirectory(prefix="groundwire-cost-model-") as checkpoint:
+            log(f"building a random-weight {PROFILE} checkpoint ({cost_shape})")
+            return build_bge_m3(
+                out_dir,
+                int8=int8,
+                source=random_bge_m3(Path(checkpoint), cost_shape),
+                log=log,
+                external_data=external_data,
+                int8_min_cosine=-1.0,
+                max_tokens=max_tokens,
+                cost_model_id=COST_MODEL_ID,
+            )
     src, model_id = _resolve_source(source)
+    if cost_model_id:
+        model_id = cost_model_id
     out_dir = Path(out_dir).absolute()
     log(f"building {PROFILE} from {src} into {out_dir}{' (int8)' if int8 else ''}")
 
@@ -155,13 +180,14 @@ def build_bge_m3(
             input_names=INPUT_NAMES,
             multi_vector_dims=int(colbert.out_features),
             sparse_ignored_ids=ignored_ids,
+            cost_model=bool(cost_model_id),
         )
         manifest.save(stage)
         for extra in ("config.json", "README.md"):
             if (src / extra).is_file():  # provenance, not read at run time
                 shutil.copy2(src / extra, stage / f"source-{extra}")
 
-        fp32 = OnnxEncoder(stage)
+        fp32 = OnnxEncoder(stage, serve_cost_model=manifest.cost_model)
         fp32.load()
         parity = list(SAMPLE_SENTENCES[:PARITY_COUNT])
         batch = fp32.tokenize(parity)

@@ -62,7 +62,7 @@ def quantize_checked(
     started = time.perf_counter()
     quantize_model_dir(stage, scratch, manifest)
     log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - started:.1f}s")
-    encoder = OnnxEncoder(stage)
+    encoder = OnnxEncoder(stage, serve_cost_model=manifest.cost_model)
     encoder.load()
     output = encoder.encode(list(texts))
     cos_mean, cos_min = cosine_stats(output.dense, fp32_dense)

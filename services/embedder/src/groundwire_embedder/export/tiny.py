@@ -30,10 +30,15 @@ def build_tiny_bge_m3(
     colbert_dim: int | None = None,
     vocab_size: int = 600,
     max_tokens: int = 512,
+    intermediate_size: int | None = None,
+    model_vocab_size: int | None = None,
 ) -> Path:
     """Write a random BGE-M3-shaped checkpoint into ``out_dir`` (created); returns it.
 
-    Needs the export extra (torch, transformers).
+    ``vocab_size`` is the trained tokenizer's; ``model_vocab_size`` (at least that)
+    sizes the embedding table, so a cost model carries the real model's 250,002 rows
+    while its tokenizer only emits ids below ``vocab_size``. Needs the export extra
+    (torch, transformers).
     """
     import torch
     from transformers import XLMRobertaConfig, XLMRobertaModel
@@ -44,11 +49,11 @@ def build_tiny_bge_m3(
 
     torch.manual_seed(seed)
     config = XLMRobertaConfig(
-        vocab_size=tokenizer_size,
+        vocab_size=max(tokenizer_size, model_vocab_size or 0),
         hidden_size=hidden_size,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate_size or hidden_size * 2,
         max_position_embeddings=max_tokens + 2,  # positions start after the padding id
         pad_token_id=1,
         bos_token_id=0,

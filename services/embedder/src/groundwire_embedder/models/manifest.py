@@ -46,6 +46,8 @@ class ModelManifest:
     multi_vector_dims: int = 0
     # Token ids never reported in the sparse output (BGE-M3: cls, eos, pad, unk).
     sparse_ignored_ids: tuple[int, ...] = ()
+    # Random weights of the real architecture (``--random-weights``): sizing only.
+    cost_model: bool = False
 
     def __post_init__(self) -> None:
         # Validate on construction, so a bad manifest is never written nor served.

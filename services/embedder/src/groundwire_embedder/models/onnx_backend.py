@@ -34,6 +34,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput
+from groundwire_core.model_manifest import refuse_cost_model
 from groundwire_core.onnx_models import (
     load_tokenizer,
     model_files,
@@ -97,8 +98,10 @@ class OnnxEncoder:
         inter_op_threads: int = 1,
         allow_spinning: bool = True,
         lanes: int = 1,
+        serve_cost_model: bool = False,
     ) -> None:
         self.model_dir = Path(model_dir)
+        self.serve_cost_model = serve_cost_model
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         self.allow_spinning = allow_spinning
@@ -126,6 +129,11 @@ class OnnxEncoder:
             if self._session is not None:
                 return
             manifest = ModelManifest.load(self.model_dir)
+            refuse_cost_model(
+                self.model_dir,
+                cost_model=manifest.cost_model,
+                serve_cost_model=self.serve_cost_model,
+            )
             onnx_path, tokenizer_path = model_files(
                 self.model_dir,
                 manifest.onnx_file,

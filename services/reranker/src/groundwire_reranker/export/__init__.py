@@ -52,6 +52,7 @@ def build_profile(
     log: Callable[[str], None] = print,
     model_id: str | None = None,
     max_tokens: int | None = None,
+    random_weights: bool = False,
 ) -> BuildReport:
     """Build the named profile into ``out_dir`` (atomically).
 
@@ -73,6 +74,7 @@ def build_profile(
         log=log,
         model_id=model_id,
         max_tokens=max_tokens,
+        random_weights=random_weights,
     )
 
 

@@ -34,6 +34,11 @@ from tokenizers import Tokenizer
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
 from groundwire_core.onnx_models import export_traced, quantize_int8
 from groundwire_reranker.export import BuildReport, staging_dir
+from groundwire_reranker.export.cost_model import (
+    COST_SHAPES,
+    CrossEncoderShape,
+    random_checkpoint,
+)
 from groundwire_reranker.export.quantize import score_drift
 from groundwire_reranker.models.cross_encoder import LOGITS_OUTPUT, OnnxCrossEncoder, sigmoid
 from groundwire_reranker.models.manifest import KNOWN_INPUTS, NLI_LABELS, CrossEncoderManifest
@@ -63,6 +68,7 @@ class ProfileSpec:
     max_tokens: int
     about: str
     nli: bool = False  # three labels (entailment/neutral/contradiction), not one
+    cost_model: bool = False  # a random-weight build of the real sizes (cost_model.py)
 
     def builder(self) -> Callable[..., BuildReport]:
         return functools.partial(build_cross_encoder, self)
@@ -136,8 +142,14 @@ def build_cross_encoder(
     log: Callable[[str], None] = print,
     model_id: str | None = None,
     max_tokens: int | None = None,
+    random_weights: bool = False,
+    cost_shape: CrossEncoderShape | None = None,
 ) -> BuildReport:
     """Export ``spec``'s checkpoint (fp32, or int8 served as ``model.onnx``), atomically.
+
+    ``random_weights`` builds a cost model instead: ``spec``'s real architecture and
+    sizes (``cost_model.COST_SHAPES``, or ``cost_shape``) with random weights, no
+    download, marked ``cost_model`` in the manifest; int8 drift is printed, not gated.
 
     Raises InvalidInput (not a one-label sequence classifier, no fast tokenizer),
     NotFound (incomplete source folder), Unavailable (hub download failed) and
@@ -154,6 +166,23 @@ def build_cross_encoder(
             "pip install -c constraints.txt -e 'services/reranker[export]'"
         ) from exc
 
+    if random_weights:
+        if source is not None:
+            raise InvalidInput("--random-weights builds its own checkpoint: drop --source")
+        shape = cost_shape or COST_SHAPES[spec.name]
+        head: tuple[str, ...] = NLI_LABELS if spec.nli else ()
+        sentences = [text for pair in SAMPLE_PAIRS for text in pair if text] * 20
+        with random_checkpoint(shape, sentences, head) as checkpoint:
+            log(f"building a random-weight {spec.name} checkpoint ({shape})")
+            return build_cross_encoder(
+                replace(spec, cost_model=True),
+                out_dir,
+                int8=int8,
+                source=checkpoint,
+                log=log,
+                model_id=f"cost-model:{spec.hub_id}",
+                max_tokens=max_tokens,
+            )
     src, downloaded = _resolve_source(spec, source)
     recorded_id = model_id or (spec.hub_id if downloaded else src.name)
     out_dir = Path(out_dir).absolute()
@@ -211,6 +240,7 @@ def build_cross_encoder(
             pad_token_id=pad_id,
             input_names=input_names,
             labels=labels,
+            cost_model=spec.cost_model,
         )
         manifest.save(stage)
         for extra in ("config.json", "README.md"):
@@ -218,7 +248,7 @@ def build_cross_encoder(
                 shutil.copy2(src / extra, stage / f"source-{extra}")
 
         model_class = OnnxNliModel if spec.nli else OnnxCrossEncoder
-        fp32 = model_class(stage)
+        fp32 = model_class(stage, serve_cost_model=spec.cost_model)
         fp32.load()
         # NLI: the passage is the premise, the query the hypothesis (never empty)
         pairs = [(p, q) for q, p in SAMPLE_PAIRS] if spec.nli else list(SAMPLE_PAIRS)
@@ -244,7 +274,7 @@ def build_cross_encoder(
             quantize_int8(fp32_path, stage / "model.onnx")
             replace(manifest, quantized=True).save(stage)
             log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
-            int8_encoder = model_class(stage)
+            int8_encoder = model_class(stage, serve_cost_model=spec.cost_model)
             int8_encoder.load()
             int8_batch = int8_encoder.tokenize(pairs)
             int8_scores = _scores(int8_encoder.logits(int8_batch), spec.nli)
@@ -253,7 +283,7 @@ def build_cross_encoder(
                 f"int8 vs fp32 scores on {len(pairs)} pairs: max abs diff {drift_max:.4f}, "
                 f"mean {drift_mean:.4f}"
             )
-            if not drift_mean <= INT8_MAX_MEAN_SCORE_DIFF:
+            if not spec.cost_model and not drift_mean <= INT8_MAX_MEAN_SCORE_DIFF:
                 raise BackendFailure(
                     f"the int8 {spec.name} model drifts too far from fp32 (mean score diff "
                     f"{drift_mean:.4f} > {INT8_MAX_MEAN_SCORE_DIFF}); not installed"

@@ -15,6 +15,7 @@ proves mechanics (tokenization, truncation, export, serving, score order), never
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,10 +35,18 @@ def tiny_checkpoint(
     hidden_size: int = 32,
     initializer_range: float = 0.2,
     id2label: Sequence[str] = (),
+    layers: int = 2,
+    heads: int = 2,
+    intermediate_size: int | None = None,
+    model_vocab_size: int = 0,
+    max_tokens: int = MAX_TOKENS,
 ) -> Path:
     """Write a random ``*ForSequenceClassification`` and its tokenizer to ``out_dir``.
 
-    One label, or ``id2label``'s labels in that order (e.g. an NLI head's three).
+    One label, or ``id2label``'s labels in that order (e.g. an NLI head's three). The
+    defaults are tiny; a cost model passes the real sizes (``cost_model``), with
+    ``model_vocab_size`` rows in the embedding table however few pieces the trained
+    tokenizer has.
 
     ``initializer_range`` is larger than the usual 0.02 so the random logits spread out
     and the score order is decided by the model, not by float rounding.
@@ -52,14 +61,12 @@ def tiny_checkpoint(
         raise ValueError("the tokenizer needs sentences to train on")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    build = {"xlm-roberta": _xlm_roberta, "bert": _bert, "deberta-v2": _deberta_v2}[
-        architecture
-    ]
+    build = {"xlm-roberta": _xlm_roberta, "bert": _bert, "deberta-v2": _deberta_v2}[architecture]
     shape: dict[str, Any] = {
         "hidden_size": hidden_size,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "intermediate_size": hidden_size * 2,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": intermediate_size or hidden_size * 2,
         "num_labels": len(id2label) or 1,
         "initializer_range": initializer_range,
     }
@@ -67,7 +74,7 @@ def tiny_checkpoint(
         shape["id2label"] = dict(enumerate(id2label))
         shape["label2id"] = {label: i for i, label in enumerate(id2label)}
     torch.manual_seed(seed)
-    hf_tokenizer, model = build(sentences, shape)
+    hf_tokenizer, model = build(sentences, shape, _Sizes(model_vocab_size, max_tokens))
     model.eval()
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
     hf_tokenizer.save_pretrained(str(out_dir))
@@ -75,7 +82,13 @@ def tiny_checkpoint(
     return out_dir
 
 
-def _xlm_roberta(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class _Sizes:
+    vocab: int  # embedding rows (at least the tokenizer's pieces)
+    max_tokens: int
+
+
+def _xlm_roberta(sentences: Sequence[str], shape: dict[str, Any], sizes: _Sizes) -> tuple[Any, Any]:
     """XLM-R's special tokens at XLM-R's ids, a Unigram vocabulary, its pair template."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers.trainers import UnigramTrainer
@@ -111,11 +124,11 @@ def _xlm_roberta(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, 
         unk_token="<unk>",
         pad_token="<pad>",
         mask_token="<mask>",
-        model_max_length=MAX_TOKENS,
+        model_max_length=sizes.max_tokens,
     )
     config = XLMRobertaConfig(
-        vocab_size=tok.get_vocab_size(),
-        max_position_embeddings=MAX_TOKENS + 2,  # positions start after <pad>
+        vocab_size=max(tok.get_vocab_size(), sizes.vocab),
+        max_position_embeddings=sizes.max_tokens + 2,  # positions start after <pad>
         type_vocab_size=1,
         pad_token_id=1,
         bos_token_id=0,
@@ -125,7 +138,7 @@ def _xlm_roberta(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, 
     return hf_tokenizer, XLMRobertaForSequenceClassification(config)
 
 
-def _bert(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
+def _bert(sentences: Sequence[str], shape: dict[str, Any], sizes: _Sizes) -> tuple[Any, Any]:
     """A lower-casing WordPiece vocabulary with BERT's specials and segment ids."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers.trainers import WordPieceTrainer
@@ -136,9 +149,7 @@ def _bert(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = WordPieceTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=specials, show_progress=False
-    )
+    trainer = WordPieceTrainer(vocab_size=VOCAB_SIZE, special_tokens=specials, show_progress=False)
     tok.train_from_iterator(sentences, trainer)
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -152,11 +163,11 @@ def _bert(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
         pad_token="[PAD]",
         cls_token="[CLS]",
         mask_token="[MASK]",
-        model_max_length=MAX_TOKENS,
+        model_max_length=sizes.max_tokens,
     )
     config = BertConfig(
-        vocab_size=tok.get_vocab_size(),
-        max_position_embeddings=MAX_TOKENS,
+        vocab_size=max(tok.get_vocab_size(), sizes.vocab),
+        max_position_embeddings=sizes.max_tokens,
         type_vocab_size=2,
         pad_token_id=0,
         **shape,
@@ -164,7 +175,7 @@ def _bert(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
     return hf_tokenizer, BertForSequenceClassification(config)
 
 
-def _deberta_v2(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, Any]:
+def _deberta_v2(sentences: Sequence[str], shape: dict[str, Any], sizes: _Sizes) -> tuple[Any, Any]:
     """DeBERTa-v3's specials at its ids, a Unigram vocabulary, BERT's pair template;
     relative attention with position buckets, as the v3 checkpoints configure it."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -200,7 +211,7 @@ def _deberta_v2(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, A
         pad_token="[PAD]",
         cls_token="[CLS]",
         mask_token="[MASK]",
-        model_max_length=MAX_TOKENS,
+        model_max_length=sizes.max_tokens,
     )
     # The v3 checkpoints' attention settings; the model reads the last three from its
     # config by name, which DebertaV2Config keeps without declaring them.
@@ -214,8 +225,8 @@ def _deberta_v2(sentences: Sequence[str], shape: dict[str, Any]) -> tuple[Any, A
         "share_att_key": True,
     }
     config = DebertaV2Config(
-        vocab_size=tok.get_vocab_size(),
-        max_position_embeddings=MAX_TOKENS,
+        vocab_size=max(tok.get_vocab_size(), sizes.vocab),
+        max_position_embeddings=sizes.max_tokens,
         type_vocab_size=0,
         pad_token_id=0,
         **v3,

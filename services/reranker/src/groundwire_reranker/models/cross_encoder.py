@@ -32,6 +32,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput
+from groundwire_core.model_manifest import refuse_cost_model
 from groundwire_core.onnx_models import (
     load_tokenizer,
     model_files,
@@ -94,8 +95,10 @@ class PairClassifier:
         inter_op_threads: int = 1,
         bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
         lanes: int = 1,
+        serve_cost_model: bool = False,
     ) -> None:
         self.model_dir = Path(model_dir)
+        self.serve_cost_model = serve_cost_model
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         self.bucket_tokens = bucket_tokens
@@ -121,6 +124,11 @@ class PairClassifier:
                 return
             manifest = CrossEncoderManifest.load(self.model_dir)
             self.width(manifest)  # refuses the other kind before any file is opened
+            refuse_cost_model(
+                self.model_dir,
+                cost_model=manifest.cost_model,
+                serve_cost_model=self.serve_cost_model,
+            )
             onnx_path, tokenizer_path = model_files(
                 self.model_dir,
                 manifest.onnx_file,

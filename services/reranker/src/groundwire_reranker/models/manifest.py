@@ -49,6 +49,8 @@ class CrossEncoderManifest:
     input_names: tuple[str, ...] = REQUIRED_INPUTS
     kind: str = KIND
     labels: tuple[str, ...] = ()  # NLI models: NLI_LABELS in the graph's logit order
+    # Random weights of the real architecture (``--random-weights``): sizing only.
+    cost_model: bool = False
 
     def __post_init__(self) -> None:
         # Validate on construction, so a bad manifest is never written nor served.
