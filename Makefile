@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, build the offline model, run the local cluster, ingest, search
 #   make test   set up, lint, run every test
-.PHONY: setup system-deps model demo up install-cli test lint protos openapi docs clean
+.PHONY: setup system-deps model demo up install-cli test lint protos openapi docs clean deploy-test
 
 VENV := .venv/bin
 MODEL := var/models/minilm
@@ -49,6 +49,11 @@ openapi: setup
 # docs/settings.md from the settings classes' descriptions (a test fails while it is stale)
 docs: setup
 	$(VENV)/python -m groundwire_cli.settings_doc
+
+# The images, the compose stack (journey + faults) and the Kubernetes pods, for real with
+# podman (tests/deploy/run.sh; ../shared/tools/containers-here.sh sets podman up here)
+deploy-test: setup
+	@bash tests/deploy/run.sh
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache
