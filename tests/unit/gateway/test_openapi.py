@@ -55,6 +55,10 @@ def test_every_route_is_documented(doc: dict[str, Any]) -> None:
         "/v1/admin/jobs/{job_id}/events": {"get"},
         "/v1/admin/jobs/{job_id}/cancel": {"post"},
         "/v1/admin/collections/{name}/sync": {"post"},
+        "/v1/conversations": {"get"},
+        "/v1/conversations/{conversation_id}": {"get"},
+        "/v1/feedback": {"post"},
+        "/v1/admin/report": {"get"},
     } == {path: set(ops) for path, ops in doc["paths"].items()}
 
 
