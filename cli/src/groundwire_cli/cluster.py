@@ -186,9 +186,10 @@ class LocalCluster:
         if name == "gateway":
             settings["ORCHESTRATOR_ADDR"] = self.addr("orchestrator")
             settings["RETRIEVER_ADDR"] = self.addr("retriever")
-            if "KEYS_PATH" not in self.user_settings("gateway"):
-                # created API keys outlive a restart, beside the data folder
-                settings["KEYS_PATH"] = str(self.data_path.parent / "gateway" / "keys.sqlite")
+            if "DATABASE_URL" not in self.user_settings("gateway"):
+                # tenants, API keys, audit, daily counters: SQLite beside the data folder
+                state = self.data_path.parent / "state" / "gateway.sqlite3"
+                settings["DATABASE_URL"] = f"sqlite:///{state.resolve()}"
         return settings
 
     def built_nli_model(self) -> Path | None:

@@ -48,8 +48,8 @@ def test_the_users_token_wins(tmp_path: Path) -> None:
 
 def test_the_gateway_keeps_created_keys_beside_the_data(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path / "run", tmp_path / "models", tmp_path / "qdrant")
-    keys_path = cluster.env_for("gateway")["GROUNDWIRE_GATEWAY_KEYS_PATH"]
-    assert keys_path == str(tmp_path / "gateway" / "keys.sqlite")
+    database_url = cluster.env_for("gateway")["GROUNDWIRE_GATEWAY_DATABASE_URL"]
+    assert database_url == f"sqlite:///{(tmp_path / 'state' / 'gateway.sqlite3').resolve()}"
     set_process_token(None)
 
 

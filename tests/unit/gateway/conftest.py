@@ -4,6 +4,7 @@ clients of the app built on it (httpx over ASGI: no sockets)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -407,12 +408,13 @@ ClientFactory = Callable[..., httpx.AsyncClient]
 async def make_client(upstream: FakeUpstream) -> AsyncIterator[ClientFactory]:
     """Builds a client of a fresh app on ``upstream`` with the given settings."""
     clients: list[httpx.AsyncClient] = []
+    started = contextlib.AsyncExitStack()
 
     def make(**settings: Any) -> httpx.AsyncClient:
         app = create_app(GatewaySettings(**settings), cast(UpstreamApi, upstream))
         # An unhandled exception is answered with a 500 and then re-raised to the
         # server (Starlette's ServerErrorMiddleware); the test looks at the response.
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        transport = LifespanTransport(app, started)
         client = httpx.AsyncClient(transport=transport, base_url="http://gateway")
         clients.append(client)
         return client
@@ -420,6 +422,24 @@ async def make_client(upstream: FakeUpstream) -> AsyncIterator[ClientFactory]:
     yield make
     for client in clients:
         await client.aclose()
+    await started.aclose()
+
+
+class LifespanTransport(httpx.ASGITransport):
+    """ASGITransport that runs the app's start-up (its system of record migrated, …)
+    before the first request and its shutdown when the test ends."""
+
+    def __init__(self, app: Any, stack: contextlib.AsyncExitStack) -> None:
+        super().__init__(app=app, raise_app_exceptions=False)
+        self._app = app
+        self._stack = stack
+        self._started = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not self._started:
+            self._started = True
+            await self._stack.enter_async_context(self._app.router.lifespan_context(self._app))
+        return await super().handle_async_request(request)
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groundwire_core.context import REQUEST_ID_HEADER, request_scope
+from groundwire_core.database import create_engine, prepare, session_factory
 from groundwire_core.errors import GroundwireError
 from groundwire_core.grpc.service_auth import set_process_token
 from groundwire_core.identity import identity_scope
@@ -35,6 +36,9 @@ from groundwire_gateway import mcp, models
 from groundwire_gateway.audit import Auditor
 from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
+from groundwire_gateway.daily import DailyLedger
+from groundwire_gateway.db.base import MIGRATIONS
+from groundwire_gateway.db.scratch import ScratchDatabase
 from groundwire_gateway.errors import (
     FRAMEWORK_CODES,
     QuotaExceeded,
@@ -44,7 +48,7 @@ from groundwire_gateway.errors import (
     error_body,
     error_response,
 )
-from groundwire_gateway.keystore import open_store
+from groundwire_gateway.keystore import DatabaseKeyStore
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
 from groundwire_gateway.routes import (
@@ -305,29 +309,43 @@ def create_app(
         set_process_token(token.get_secret_value())
     up: UpstreamApi = upstream or Upstream(settings)
     metrics = GatewayMetrics()
-    key_store = open_store(  # created API keys: Redis when shared, else a local file
-        settings.redis_url, settings.keys_path, settings.redis_key_prefix, settings.redis_timeout_s
-    )
+    # the system of record (tenants, keys, audit, daily counters): opened, not connected
+    scratch = None if settings.database_url.get_secret_value() else ScratchDatabase()
+    engine = create_engine(scratch.url if scratch else settings.database_url.get_secret_value())
+    sessions = session_factory(engine)
+    key_store = DatabaseKeyStore(sessions, settings.key_cache_s)
+    auditor = Auditor(metrics.audit_events, sessions)
     limits = limiter or Limiter(settings, on_redis_failure=metrics.redis_failures.inc)
+    ledger = DailyLedger(sessions)
+    limits.keep_daily(ledger)
     state = GatewayState(
         settings=settings,
         upstream=up,
         limiter=limits,
         catalog=Catalog(partial(up.list_collections, counts=False), settings.collection_cache_s),
-        auth=Authenticator(settings, key_store, Auditor(metrics.audit_events)),
+        auth=Authenticator(settings, key_store, auditor),
         metrics=metrics,
+        sessions=sessions,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await prepare(engine, MIGRATIONS, migrate=settings.migrate_on_start)
         await up.start()
         await limits.start()
+        ledger.start(limits)
+        auditor.start()
         try:
             yield
         finally:
+            await ledger.stop()
             await limits.stop()
             await up.stop()
+            await auditor.stop()
             await key_store.close()
+            await engine.dispose()
+            if scratch is not None:
+                scratch.remove()
 
     app = GatewayApp(
         title="Groundwire",

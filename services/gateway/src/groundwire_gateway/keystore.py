@@ -1,4 +1,4 @@
-"""Scoped API keys created through the admin API: stored hashed, behind one interface.
+"""Scoped API keys created through the admin API: stored hashed, in the system of record.
 
 A key is ``gwk_<key id>_<secret>``: the key id (8 hex characters) is public — listed,
 logged, revoked by — and the secret is 32 random bytes, shown once at creation. Only
@@ -7,27 +7,30 @@ no slow KDF): those defend guessable passwords, and a 256-bit random secret cann
 guessed from its digest; the digest is also the lookup index, so a request costs one
 indexed read and response timing depends on nothing secret.
 
-Two stores with the same behaviour: :class:`RedisKeyStore` where the gateway has a
-Redis URL (every replica sees a key at once, and a revocation at once), else
-:class:`SqliteKeyStore`, a local file (the embedded, one-replica default).
+The keys live in the gateway's tables (``db/keys.py``: PostgreSQL in compose and
+Kubernetes, SQLite in the embedded default), so a Redis restart loses none, and every
+replica reads the same rows. Each replica caches a found key for ``key_cache_s``
+(default 2 s): a key revoked through one replica is refused by every other one within
+that bound, and by the revoking one at once. A cache, not a notification: it needs no
+channel between replicas that could be down, and the bound holds whatever happens to
+one (a lost notification would leave a revoked key working indefinitely).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import re
 import secrets
-import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
-import redis.asyncio as aioredis
+from sqlalchemy.exc import SQLAlchemyError
 
+from groundwire_core.database import SessionFactory
 from groundwire_core.errors import Unavailable
+from groundwire_gateway.db import keys as rows
 
 Role = Literal["read", "write", "admin"]
 ROLES: tuple[Role, ...] = ("read", "write", "admin")
@@ -48,34 +51,6 @@ class StoredKey:
     """SHA-256 of the whole key, hex."""
     created_at: float
     name: str = ""
-
-    def to_json(self) -> str:
-        cols = sorted(self.collections) if self.collections is not None else None
-        return json.dumps(
-            {
-                "key_id": self.key_id,
-                "tenant": self.tenant,
-                "role": self.role,
-                "collections": cols,
-                "digest": self.digest,
-                "created_at": self.created_at,
-                "name": self.name,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> StoredKey:
-        d = json.loads(raw)
-        cols = d["collections"]
-        return cls(
-            d["key_id"],
-            d["tenant"],
-            d["role"],
-            frozenset(cols) if cols is not None else None,
-            d["digest"],
-            float(d["created_at"]),
-            d.get("name", ""),
-        )
 
 
 def digest_of(key: str) -> str:
@@ -98,7 +73,7 @@ def new_key(
 
 
 class KeyStore(Protocol):
-    """Where created keys live. Methods raise Unavailable (``keys``) when the store
+    """Where created keys live. Methods raise Unavailable (``database``) when the store
     cannot answer."""
 
     async def add(self, record: StoredKey) -> None: ...
@@ -112,129 +87,118 @@ class KeyStore(Protocol):
         ...
 
     async def revoke(self, key_id: str, tenant: str | None = None) -> StoredKey | None:
-        """Removes the key (only if it belongs to ``tenant`` when given); the removed
-        record, or None when there was none."""
+        """Revokes the key (only if it belongs to ``tenant`` when given); the revoked
+        record, or None when there was no such live key."""
         ...
 
     async def close(self) -> None: ...
 
 
-class SqliteKeyStore:
-    """Keys in a local SQLite file (``:memory:`` for a throw-away store). Reads are
-    one indexed lookup, fast enough to run on the event loop."""
-
-    def __init__(self, path: str) -> None:
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS api_keys (digest TEXT PRIMARY KEY, key_id TEXT "
-            "UNIQUE NOT NULL, tenant TEXT NOT NULL, record TEXT NOT NULL)"
-        )
-        if path != ":memory:":
-            Path(path).chmod(0o600)  # digests only, but nobody else's business
-        self._lock = asyncio.Lock()
-
-    async def add(self, record: StoredKey) -> None:
-        async with self._lock:
-            self._db.execute(
-                "INSERT INTO api_keys VALUES (?, ?, ?, ?)",
-                (record.digest, record.key_id, record.tenant, record.to_json()),
-            )
-
-    async def find(self, digest: str) -> StoredKey | None:
-        row = self._db.execute("SELECT record FROM api_keys WHERE digest = ?", (digest,)).fetchone()
-        return StoredKey.from_json(row[0]) if row else None
-
-    async def list(self, tenant: str | None = None) -> list[StoredKey]:
-        rows = self._db.execute("SELECT record FROM api_keys").fetchall()
-        keys = [StoredKey.from_json(r[0]) for r in rows]
-        return sorted(
-            (k for k in keys if tenant is None or k.tenant == tenant), key=lambda k: k.created_at
-        )
-
-    async def revoke(self, key_id: str, tenant: str | None = None) -> StoredKey | None:
-        async with self._lock:
-            row = self._db.execute(
-                "SELECT record FROM api_keys WHERE key_id = ?", (key_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            record = StoredKey.from_json(row[0])
-            if tenant is not None and record.tenant != tenant:
-                return None
-            self._db.execute("DELETE FROM api_keys WHERE key_id = ?", (key_id,))
-            return record
-
-    async def close(self) -> None:
-        self._db.close()
+class KeyIdTaken(Exception):
+    """Another key has this key id already (32 random bits: rare): make another key."""
 
 
-class RedisKeyStore:
-    """Keys in Redis, shared by every replica: ``<prefix>:apikey:<digest>`` holds a
-    record, ``<prefix>:apikeys`` maps key id -> digest for listing and revoking."""
+_DB_ERRORS = (SQLAlchemyError, OSError)
 
-    def __init__(self, url: str, prefix: str, timeout_s: float) -> None:
-        self._redis = aioredis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
-        )
-        self._prefix = prefix
 
-    def _record_key(self, digest: str) -> str:
-        return f"{self._prefix}:apikey:{digest}"
+def _unavailable(error: BaseException) -> Unavailable:
+    return Unavailable(
+        f"the key store (the system of record) is unreachable ({type(error).__name__})",
+        dependency="database",
+    )
 
-    @property
-    def _index(self) -> str:
-        return f"{self._prefix}:apikeys"
+
+def _stored(record: rows.KeyRecord) -> StoredKey:
+    return StoredKey(
+        record.key_id,
+        record.tenant,
+        cast(Role, record.role),
+        record.collections,
+        record.digest,
+        record.created_at,
+        record.name,
+    )
+
+
+class DatabaseKeyStore:
+    """Keys in the system of record, with a per-replica cache of found keys.
+
+    ``cache_s``: how long a found key is answered from memory (0 = every request
+    reads the database). Unknown digests are never cached, so the cache holds live
+    keys only and a new key works on every replica at once. At most ``cache_size``
+    entries (the oldest is dropped)."""
+
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        cache_s: float = 2.0,
+        cache_size: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sessions = sessions
+        self._cache_s = cache_s
+        self._cache_size = cache_size
+        self._clock = clock
+        self._cache: dict[str, tuple[float, StoredKey]] = {}
 
     async def add(self, record: StoredKey) -> None:
+        """Stores ``record`` (and its tenant's row). Raises KeyIdTaken or Unavailable."""
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.set(self._record_key(record.digest), record.to_json())
-                pipe.hset(self._index, record.key_id, record.digest)
-                await pipe.execute()
-        except (aioredis.RedisError, OSError) as error:
-            raise Unavailable("the key store (redis) is unreachable", dependency="redis") from error
+            async with self._sessions() as session, session.begin():
+                await rows.add_key(
+                    session,
+                    rows.KeyRecord(
+                        record.key_id,
+                        record.tenant,
+                        record.role,
+                        record.collections,
+                        record.digest,
+                        record.created_at,
+                        record.name,
+                    ),
+                )
+        except rows.KeyIdTaken as taken:
+            raise KeyIdTaken(record.key_id) from taken
+        except _DB_ERRORS as error:
+            raise _unavailable(error) from error
 
     async def find(self, digest: str) -> StoredKey | None:
+        now = self._clock()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         try:
-            raw = await self._redis.get(self._record_key(digest))
-        except (aioredis.RedisError, OSError) as error:
-            raise Unavailable("the key store (redis) is unreachable", dependency="redis") from error
-        return StoredKey.from_json(raw) if raw else None
-
-    async def list(self, tenant: str | None = None) -> list[StoredKey]:
-        try:
-            digests = await self._redis.hvals(self._index)
-            raws = await self._redis.mget([self._record_key(str(d)) for d in digests])
-        except (aioredis.RedisError, OSError) as error:
-            raise Unavailable("the key store (redis) is unreachable", dependency="redis") from error
-        keys = [StoredKey.from_json(r) for r in raws if r]
-        return sorted(
-            (k for k in keys if tenant is None or k.tenant == tenant), key=lambda k: k.created_at
-        )
-
-    async def revoke(self, key_id: str, tenant: str | None = None) -> StoredKey | None:
-        try:
-            digest = await self._redis.hget(self._index, key_id)
-            if digest is None:
-                return None
-            raw = await self._redis.get(self._record_key(str(digest)))
-            record = StoredKey.from_json(raw) if raw else None
-            if record is not None and tenant is not None and record.tenant != tenant:
-                return None
-            await self._redis.delete(self._record_key(str(digest)))
-            await self._redis.hdel(self._index, key_id)
-        except (aioredis.RedisError, OSError) as error:
-            raise Unavailable("the key store (redis) is unreachable", dependency="redis") from error
+            async with self._sessions() as session:
+                found = await rows.find_key(session, digest)
+        except _DB_ERRORS as error:
+            raise _unavailable(error) from error
+        if found is None:
+            self._cache.pop(digest, None)
+            return None
+        record = _stored(found)
+        if self._cache_s > 0:
+            if len(self._cache) >= self._cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[digest] = (now + self._cache_s, record)
         return record
 
+    async def list(self, tenant: str | None = None) -> list[StoredKey]:
+        try:
+            async with self._sessions() as session:
+                return [_stored(r) for r in await rows.list_keys(session, tenant)]
+        except _DB_ERRORS as error:
+            raise _unavailable(error) from error
+
+    async def revoke(self, key_id: str, tenant: str | None = None) -> StoredKey | None:
+        try:
+            async with self._sessions() as session, session.begin():
+                revoked = await rows.revoke_key(session, key_id, tenant)
+        except _DB_ERRORS as error:
+            raise _unavailable(error) from error
+        if revoked is None:
+            return None
+        self._cache.pop(revoked.digest, None)  # this replica refuses it at once
+        return _stored(revoked)
+
     async def close(self) -> None:
-        await self._redis.aclose()
-
-
-def open_store(redis_url: str | None, keys_path: str, prefix: str, timeout_s: float) -> KeyStore:
-    """Redis when the gateway has one (shared by replicas), else the SQLite file."""
-    if redis_url:
-        return RedisKeyStore(redis_url, prefix, timeout_s)
-    return SqliteKeyStore(keys_path or ":memory:")
+        self._cache.clear()

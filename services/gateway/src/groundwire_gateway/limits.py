@@ -143,6 +143,24 @@ redis.call('EXPIRE', KEYS[1], 2 * 86400)
 return spent + tonumber(ARGV[1])
 """
 
+# KEYS: counters to seed (hashes). ARGV: day, then one count per key. Raises each
+# counter of ``day`` to at least its count (the durable copy, see daily.py) and
+# marks the counters seeded (KEYS[#KEYS] is the marker).
+RESTORE_LUA = """
+local day = tonumber(ARGV[1])
+for i = 1, #KEYS - 1 do
+  local n = tonumber(ARGV[i + 1])
+  local b = redis.call('HMGET', KEYS[i], 'day', 'used')
+  local used = 0
+  if tonumber(b[1]) == day then used = tonumber(b[2]) or 0 end
+  if n > used then used = n end
+  redis.call('HSET', KEYS[i], 'day', day, 'used', used)
+  redis.call('EXPIRE', KEYS[i], 2 * 86400)
+end
+redis.call('SET', KEYS[#KEYS], day)
+return #KEYS - 1
+"""
+
 _REJECTIONS: dict[str, type[Overloaded]] = {
     "rate_limited": RateLimited,
     "quota_exceeded": QuotaExceeded,
@@ -203,6 +221,14 @@ class Counters(Protocol):
 
     async def charge(self, tenant: str, tokens: int) -> None:
         """Adds ``tokens`` to the tenant's count for today."""
+
+
+class DailyRecord(Protocol):
+    """Where admissions and charges are noted for the durable daily counters."""
+
+    def admitted(self, ask: Ask) -> None: ...
+
+    def charged(self, tenant: str, tokens: int) -> None: ...
 
 
 class SharedCounters(Counters, Protocol):
@@ -273,6 +299,13 @@ class LocalCounters:
         token_day, spent = self._tokens.get(tenant, (day, 0))
         self._tokens[tenant] = (day, (spent if token_day == day else 0) + tokens)
 
+    def restore(self, day: int, counts: dict[tuple[str, str], int]) -> None:
+        """Raises each daily counter of ``day`` to at least its durable count."""
+        for (kind, bucket), n in counts.items():
+            table = self._quota if kind == "quota" else self._tokens
+            old_day, used = table.get(bucket, (day, 0))
+            table[bucket] = (day, max(n, used if old_day == day else 0))
+
     @property
     def tracked_clients(self) -> int:
         """Rate windows held in memory."""
@@ -295,6 +328,7 @@ class RedisCounters:
         self._prefix = f"{prefix}:{{limits}}"
         self._admit = redis.register_script(ADMIT_LUA)
         self._charge = redis.register_script(CHARGE_LUA)
+        self._restore = redis.register_script(RESTORE_LUA)
 
     def key(self, *parts: str) -> str:
         return ":".join((self._prefix, *parts))
@@ -328,6 +362,15 @@ class RedisCounters:
 
     async def ping(self) -> None:
         await self._redis.ping()
+
+    async def lost(self) -> bool:
+        """Whether Redis has lost the daily counters (started empty: never seeded)."""
+        return not await self._redis.exists(self.key("seeded"))
+
+    async def restore(self, day: int, counts: dict[tuple[str, str], int]) -> None:
+        items = sorted(counts.items())
+        keys = [self.key("quota" if kind == "quota" else "tokens", b) for (kind, b), _ in items]
+        await self._restore(keys=[*keys, self.key("seeded")], args=[day, *(n for _, n in items)])
 
 
 _REDIS_FAILURES = (redis_errors.RedisError, OSError)
@@ -364,6 +407,8 @@ class Limiter:
         self._remote: SharedCounters | None = shared
         self._down_reason = ""  # set while Redis is unreachable
         self._prober: asyncio.Task[None] | None = None
+        self._daily: DailyRecord | None = None
+        self._local_seeded = False
 
     async def start(self) -> None:
         s = self._settings
@@ -440,6 +485,8 @@ class Limiter:
         if not verdict.admitted:
             cls = _REJECTIONS[verdict.reason]
             raise cls(_MESSAGES[verdict.reason], retry_after_s=max(verdict.retry_after_s, 0.001))
+        if self._daily is not None:
+            self._daily.admitted(ask)
         return Ticket(ask, counters)
 
     async def release(self, ticket: Ticket, answer_tokens: int = 0) -> None:
@@ -453,6 +500,8 @@ class Limiter:
             if ticket.ask.slots > 0:
                 await ticket.counters.release(ticket.ask.member)
             if ticket.ask.budget > 0 and answer_tokens > 0:
+                if self._daily is not None:
+                    self._daily.charged(ticket.ask.tenant, answer_tokens)
                 await ticket.counters.charge(ticket.ask.tenant, answer_tokens)
         except _REDIS_FAILURES as error:
             self._redis_failed(error)
@@ -461,6 +510,38 @@ class Limiter:
         """Whether ``ticket`` was decided by this replica's fallback counters while
         Redis was down (not by the shared ones)."""
         return self._remote is not None and ticket.counters is self._local
+
+    # --- the durable daily counters (daily.py) -----------------------------------------
+
+    def keep_daily(self, record: DailyRecord) -> None:
+        """Notes every admission and charge in ``record`` (the system of record's copy)."""
+        self._daily = record
+
+    async def counters_lost(self) -> bool:
+        """Whether the daily counters must be seeded: in process once (a started
+        gateway), in Redis when it lost them (a restart). False while Redis is down."""
+        if self._remote is None:
+            return not self._local_seeded
+        remote = self._remote
+        if not isinstance(remote, RedisCounters) or self._down_reason:
+            return False
+        try:
+            return await remote.lost()
+        except _REDIS_FAILURES as error:
+            self._redis_failed(error)
+            return False
+
+    async def restore_daily(self, day: int, counts: dict[tuple[str, str], int]) -> None:
+        """Raises today's daily counters to at least ``counts`` (see daily.py)."""
+        if self._remote is None:
+            self._local.restore(day, counts)
+            self._local_seeded = True
+            return
+        if isinstance(self._remote, RedisCounters):
+            try:
+                await self._remote.restore(day, counts)
+            except _REDIS_FAILURES as error:
+                self._redis_failed(error)
 
     # --- Redis state ---------------------------------------------------------------------
 

@@ -143,11 +143,13 @@ class GatewaySettings(ServiceSettings):
     api_keys: SecretStr = Field(
         SecretStr(""), description="'tenant:key,…' identifying tenants on the public routes."
     )
-    keys_path: str = Field(
-        "",
-        description="SQLite file of the keys created through /v1/admin/keys when there is "
-        "no redis_url (with one, they live in Redis, shared by the replicas); empty = in "
-        "memory, gone at restart. `groundwire up` sets GROUNDWIRE_HOME/gateway/keys.sqlite.",
+    key_cache_s: float = Field(
+        2.0,
+        ge=0,
+        le=60,
+        description="How long a replica answers a created API key from memory before "
+        "reading the system of record again: a key revoked through one replica is refused "
+        "by every other within this bound (at once by the one revoking it); 0 = no cache.",
     )
     require_api_key: bool = Field(
         False, description="Reject public-route requests without a valid key (401)."

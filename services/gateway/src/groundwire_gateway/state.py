@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from groundwire_core.database import SessionFactory
 from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
@@ -118,3 +119,5 @@ class GatewayState:
     catalog: Catalog
     auth: Authenticator
     metrics: GatewayMetrics
+    sessions: SessionFactory | None = None
+    """The gateway's system of record (tenants, keys, audit, …; see db/)."""

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, String, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -78,14 +80,15 @@ def _record(row: ApiKeyRow) -> KeyRecord:
 
 
 async def ensure_tenant(session: AsyncSession, name: str) -> None:
-    """Creates the tenant's row unless it exists (two writers at once: one wins)."""
-    if await session.get(TenantRow, name) is not None:
-        return
-    try:
-        async with session.begin_nested():
-            session.add(TenantRow(name=name, created_at=time.time()))
-    except IntegrityError:
-        pass  # created meanwhile by another replica
+    """Creates the tenant's row unless it exists (two writers at once: one inserts,
+    the other's insert does nothing)."""
+    dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
+    make = pg_insert if dialect == "postgresql" else sqlite_insert
+    await session.execute(
+        make(TenantRow)
+        .values(name=name, created_at=time.time())
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
 
 
 async def tenants(session: AsyncSession) -> list[str]:
@@ -95,24 +98,27 @@ async def tenants(session: AsyncSession) -> list[str]:
 
 async def add_key(session: AsyncSession, record: KeyRecord) -> None:
     """Stores a new key (and its tenant's row). Raises KeyIdTaken when its key id is in
-    use; the caller's transaction is left usable."""
+    use (the transaction is then to be rolled back: make another key and try again).
+    No savepoint: SQLite's driver does not keep them reliably."""
     await ensure_tenant(session, record.tenant)
     cols = sorted(record.collections) if record.collections is not None else None
+    if await session.get(ApiKeyRow, record.key_id) is not None:
+        raise KeyIdTaken(record.key_id)
     try:
-        async with session.begin_nested():
-            session.add(
-                ApiKeyRow(
-                    key_id=record.key_id,
-                    digest=record.digest,
-                    tenant=record.tenant,
-                    role=record.role,
-                    collections=cols,
-                    name=record.name,
-                    created_at=record.created_at,
-                    revoked_at=None,
-                )
+        session.add(
+            ApiKeyRow(
+                key_id=record.key_id,
+                digest=record.digest,
+                tenant=record.tenant,
+                role=record.role,
+                collections=cols,
+                name=record.name,
+                created_at=record.created_at,
+                revoked_at=None,
             )
-    except IntegrityError as error:
+        )
+        await session.flush()
+    except IntegrityError as error:  # inserted meanwhile by another replica
         raise KeyIdTaken(record.key_id) from error
 
 
