@@ -232,6 +232,9 @@ def _profiles() -> dict[str, object]:
 
 COST_MODEL_PROFILES = ("bge-m3", "bge-reranker-v2-m3", "cross-encoder", "nli")
 """The profiles `models build --random-weights` can build as cost models."""
+INT8_BY_DEFAULT = ("bge-m3", "bge-reranker-v2-m3")
+"""XLM-RoBERTa large: int8 (per-channel MatMul) is ~3x fp32 on CPU (161 vs 504 tokens/s
+per core, ../shared/ENVIRONMENT.md), so these build int8 unless --fp32."""
 
 
 def cmd_models_build(args: argparse.Namespace) -> int:
@@ -259,8 +262,9 @@ def cmd_models_build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    int8 = args.int8 or (args.profile in INT8_BY_DEFAULT and not args.fp32)
     # the build logs its steps and its last line, "built PROFILE into DIR in Ns"
-    build(args.profile, out, int8=args.int8, source=args.source, **options)  # type: ignore[operator]
+    build(args.profile, out, int8=int8, source=args.source, **options)  # type: ignore[operator]
     return 0
 
 
@@ -399,7 +403,15 @@ def build_parser() -> argparse.ArgumentParser:
     build = models_sub.add_parser("build", help="export a model profile to ONNX")
     build.add_argument("profile", help="minilm, bge-m3, bge-reranker-v2-m3, cross-encoder, nli")
     build.add_argument("--out", type=Path, default=None, help="default: var/models/PROFILE")
-    build.add_argument("--int8", action="store_true", help="quantize to int8 (MatMul, per channel)")
+    build.add_argument(
+        "--int8",
+        action="store_true",
+        help="quantize to int8 (MatMul, per channel); the default for "
+        + ", ".join(INT8_BY_DEFAULT),
+    )
+    build.add_argument(
+        "--fp32", action="store_true", help=f"keep fp32 for {', '.join(INT8_BY_DEFAULT)}"
+    )
     build.add_argument("--source", type=Path, default=None, help="local checkpoint folder")
     build.add_argument(
         "--random-weights",

@@ -13,7 +13,7 @@ import pytest
 
 from groundwire_core.errors import BackendFailure, InvalidInput, Overloaded, Unavailable
 from groundwire_reranker.models import CrossEncoderManifest, Pair, sigmoid
-from groundwire_reranker.reranking import NO_MODEL, WARM_UP, Reranker
+from groundwire_reranker.reranking import CALIBRATE, NO_MODEL, WARM_UP, Reranker
 from groundwire_reranker.settings import RerankerSettings
 
 MANIFEST = CrossEncoderManifest(
@@ -170,9 +170,10 @@ async def test_start_loads_and_warms_up_before_ready() -> None:
         await reranker.rerank("q", ["p"])
     await reranker.start()
     assert model.loaded
-    assert {pair for batch in model.seen for pair in batch} == set(WARM_UP)
+    assert {pair for batch in model.seen for pair in batch} == set(WARM_UP) | set(CALIBRATE)
     status = reranker.status()
     assert status.ready is True
+    assert status.ms_per_passage > 0, "calibrated before the first request"
     assert (status.model_id, status.profile, status.max_tokens, status.quantized) == (
         "fake/cross-encoder",
         "cross-encoder",

@@ -175,7 +175,11 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         max_queue: int,
         warm_up: Sequence[ItemT] = (),
         lanes: int = 1,
+        calibrate: Sequence[ItemT] = (),
     ) -> None:
+        """``calibrate``: items run once after the warm-up and timed, so ``ms_per_item``
+        is known before the first request (a caller planning from it — the rerank
+        stage's budget — is right from the start instead of assuming a free model)."""
         if lanes < 1:
             raise ValueError(f"lanes must be at least 1 (got {lanes})")
         self._backend = backend
@@ -187,6 +191,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._max_batch_items = max_batch_items
         self._queue: asyncio.Queue[_Job[ItemT, ResultT]] = asyncio.Queue(maxsize=max_queue)
         self._warm_up = list(warm_up)
+        self._calibrate = list(calibrate)
         self._tasks: list[asyncio.Task[None]] = []
         self._finishing: set[asyncio.Task[None]] = set()
         self._in_flight: set[_Batch[ItemT, ResultT]] = set()
@@ -222,6 +227,10 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         await self._in(self._core, self._backend.load)
         if self._warm_up:
             await self._in(self._core, self._run_all_steps, self._warm_up)
+        if self._calibrate:
+            per_item = await self._in(self._core, self._time_items, self._calibrate)
+            self._recent_ms_per_item = [per_item]
+            log.info("%s calibrated: %.1f ms per item", self._name, per_item)
         self._prepared = asyncio.Queue(maxsize=1)
         self._ahead = asyncio.Semaphore(1)
         self._tasks = [
@@ -481,6 +490,18 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         for part in self._tokenize_buckets(items, buckets):
             for shared in (False, True) if self._lanes > 1 else (False,):
                 self._backend.postprocess(part, self._backend.infer(part, shared))
+
+    def _time_items(self, items: list[ItemT]) -> float:
+        """Model milliseconds per item of ``items`` run alone (calibration)."""
+        buckets = plan_buckets(
+            [self._backend.estimate_tokens(i) for i in items], max_tokens=self._max_batch_tokens
+        )
+        ms = 0.0
+        for part in self._tokenize_buckets(items, buckets):
+            started = time.perf_counter()
+            self._backend.infer(part, False)
+            ms += (time.perf_counter() - started) * 1e3
+        return ms / len(items)
 
     async def _in(self, pool: ThreadPoolExecutor | None, fn: Callable[..., R], *args: Any) -> R:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)

@@ -21,6 +21,14 @@ WARM_UP: tuple[Pair, ...] = (
     ("warm-up query", "a short warm-up passage"),
     ("warm-up query", "a longer warm-up passage, " * 40),
 )
+# Timed after the warm-up, so Info's ms_per_passage is known before the first request:
+# the rerank stage plans its budget from it. A search's batch of passages cut to the
+# pair cap (every chunk is longer than the cap), so the figure is the cost of a full pair.
+CALIBRATE: tuple[Pair, ...] = tuple(
+    ("how do I rotate the signing keys of a deployment",
+     "Rotate the signing keys from the admin console, then restart each replica. " * 60)
+    for _ in range(8)
+)  # fmt: skip
 
 
 CrossEncoder = PairModel[float]
@@ -78,6 +86,7 @@ class Reranker(ServedPairs[float]):
             max_queue=max_queue,
             warm_up=WARM_UP,
             lanes=lanes,
+            calibrate=CALIBRATE,
         )
 
     async def rerank(

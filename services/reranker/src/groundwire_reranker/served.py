@@ -54,6 +54,7 @@ class ServedPairs(Generic[Out]):
         max_queue: int,
         warm_up: Sequence[Pair],
         lanes: int = 1,
+        calibrate: Sequence[Pair] = (),
     ) -> None:
         self._model = model
         self._no_model = no_model
@@ -68,6 +69,7 @@ class ServedPairs(Generic[Out]):
                 max_queue=max_queue,
                 warm_up=tuple(warm_up),
                 lanes=lanes,
+                calibrate=tuple(calibrate),
             )
 
     async def start(self) -> None:

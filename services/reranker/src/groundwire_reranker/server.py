@@ -45,6 +45,7 @@ class RerankerService(reranker_pb2_grpc.RerankerServiceServicer):
                 intra_op_threads=settings.intra_op_threads,
                 lanes=lanes,
                 serve_cost_model=settings.serve_cost_model,
+                max_pair_tokens=settings.max_pair_tokens,
             )
         if nli_model is None and settings.nli_model_dir is not None:
             nli_model = OnnxNliModel(

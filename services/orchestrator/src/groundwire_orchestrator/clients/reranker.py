@@ -21,6 +21,8 @@ class RerankerLoad:
     ms_per_passage: float
     """Recent median per passage scored; 0 when unknown."""
     max_batch_passages: int
+    max_tokens: int = 0
+    """Longest (query, passage) pair the reranker reads (its pair cap); 0 = unknown."""
     entailment_ready: bool = False
     """Whether an NLI model is loaded and ``entail`` can answer."""
     entailment_max_tokens: int = 0
@@ -73,6 +75,7 @@ class RerankerClient:
             queue_depth=reply.queue_depth,
             ms_per_passage=reply.ms_per_passage,
             max_batch_passages=reply.max_batch_passages,
+            max_tokens=reply.max_tokens,
             entailment_ready=reply.entailment_ready,
             entailment_max_tokens=reply.entailment_max_tokens,
         )

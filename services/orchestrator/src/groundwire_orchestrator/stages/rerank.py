@@ -27,6 +27,7 @@ from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Reranker
 from groundwire_orchestrator.clients.reranker import RerankerLoad
 from groundwire_orchestrator.domain import Candidate, StageReport
+from groundwire_orchestrator.text.windows import best_window
 
 log = logging.getLogger("groundwire.orchestrator.rerank")
 
@@ -215,6 +216,7 @@ class RerankStage:
             candidates_used=str(plan.used),
             queue_depth=str(load.queue_depth),
             ms_per_passage=f"{load.ms_per_passage:.2f}",
+            pair_tokens=str(load.max_tokens),
         )
         if plan.estimated_ms is not None:
             details["estimated_ms"] = f"{plan.estimated_ms:.0f}"
@@ -224,7 +226,7 @@ class RerankStage:
         try:
             scored = await self._reranker.rerank(
                 inp.query,
-                [c.text for c in scored_pool],
+                [best_window(inp.query, c.text, load.max_tokens) for c in scored_pool],
                 top_n=keep,
                 threshold=self._threshold,
                 timeout_s=self._timeout_s,

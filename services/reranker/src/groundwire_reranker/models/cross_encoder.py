@@ -22,6 +22,7 @@ the buckets, ``postprocess`` (post) turns logits into scores. ORT's
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,9 +97,13 @@ class PairClassifier:
         bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
         lanes: int = 1,
         serve_cost_model: bool = False,
+        max_pair_tokens: int = 0,
     ) -> None:
+        """``max_pair_tokens``: cut every pair to this many tokens when it is below the
+        model's own limit (0 = the model's): a CPU deployment's bound on rerank cost."""
         self.model_dir = Path(model_dir)
         self.serve_cost_model = serve_cost_model
+        self.max_pair_tokens = max_pair_tokens
         self.intra_op_threads = intra_op_threads
         self.inter_op_threads = inter_op_threads
         self.bucket_tokens = bucket_tokens
@@ -129,6 +134,7 @@ class PairClassifier:
                 cost_model=manifest.cost_model,
                 serve_cost_model=self.serve_cost_model,
             )
+            manifest = capped(manifest, self.max_pair_tokens)
             onnx_path, tokenizer_path = model_files(
                 self.model_dir,
                 manifest.onnx_file,
@@ -175,9 +181,7 @@ class PairClassifier:
         shape = outputs[LOGITS_OUTPUT].shape
         labels = shape[-1] if shape else None
         if isinstance(labels, int) and labels != self.width(manifest):
-            raise InvalidInput(
-                f"{onnx_path} produces {labels} logits per pair; {self.needs}"
-            )
+            raise InvalidInput(f"{onnx_path} produces {labels} logits per pair; {self.needs}")
         return session, shared
 
     def width(self, manifest: CrossEncoderManifest) -> int:
@@ -379,3 +383,14 @@ def _encode(tokenizer: Tokenizer, texts: list[str]) -> list[Encoding]:
     except TypeError:
         clean = [t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for t in texts]
         return tokenizer.encode_batch(clean, add_special_tokens=False)
+
+
+def capped(manifest: CrossEncoderManifest, max_pair_tokens: int) -> CrossEncoderManifest:
+    """``manifest`` with pairs cut to ``max_pair_tokens`` (0, or above the model's own
+    limit: unchanged); the query keeps its share of the pair."""
+    if not 0 < max_pair_tokens < manifest.max_tokens:
+        return manifest
+    share = manifest.query_max_tokens / manifest.max_tokens
+    return dataclasses.replace(
+        manifest, max_tokens=max_pair_tokens, query_max_tokens=max(1, int(max_pair_tokens * share))
+    )

@@ -1,0 +1,75 @@
+"""What bounds a rerank's cost on CPU: the pair cap, the window of each candidate the
+cross-encoder reads, and a ms/passage known before the first request."""
+
+from __future__ import annotations
+
+from groundwire_core.batching import BatchingEngine
+from groundwire_orchestrator.text.sentences import approx_tokens
+from groundwire_orchestrator.text.windows import best_window
+from groundwire_reranker.models.cross_encoder import capped
+from groundwire_reranker.models.manifest import CrossEncoderManifest
+from tests.unit.core.test_batching import ScriptedBackend
+
+FILLER = "The release notes list every change of the quarter in the order it shipped. "
+ANSWER = "To rotate the signing keys, run groundwire keys rotate and restart each replica. "
+CHUNK = "Guide > Operations\n\n" + FILLER * 12 + ANSWER + FILLER * 12
+
+
+def test_a_long_candidate_is_cut_to_the_window_that_answers() -> None:
+    window = best_window("how do I rotate the signing keys", CHUNK, max_tokens=128)
+    assert "groundwire keys rotate" in window
+    assert window.startswith("Guide > Operations\n\n"), "the heading line is kept"
+    assert approx_tokens("how do I rotate the signing keys") + approx_tokens(window) <= 128
+    # the first 128 tokens — what a plain truncation keeps — do not hold the answer
+    assert "rotate" not in CHUNK[: 128 * 4]
+
+
+def test_short_candidates_and_an_uncapped_reranker_keep_the_whole_text() -> None:
+    assert best_window("signing keys", "Guide\n\nRotate them.", max_tokens=128) == (
+        "Guide\n\nRotate them."
+    )
+    assert best_window("signing keys", CHUNK, max_tokens=0) == CHUNK
+
+
+def test_a_query_with_no_words_in_the_passage_keeps_its_beginning() -> None:
+    window = best_window("kubernetes autoscaling", CHUNK, max_tokens=64)
+    assert window.startswith("Guide > Operations\n\nThe release notes")
+    assert approx_tokens(window) <= 64
+
+
+def test_the_pair_cap_cuts_the_manifest_and_keeps_the_query_share() -> None:
+    manifest = CrossEncoderManifest(
+        profile="bge-reranker-v2-m3",
+        model_id="m",
+        max_tokens=512,
+        query_max_tokens=384,
+        pad_token_id=1,
+    )
+    cut = capped(manifest, 128)
+    assert (cut.max_tokens, cut.query_max_tokens) == (128, 96)
+    assert capped(manifest, 0) is manifest
+    assert capped(manifest, 1024) is manifest
+
+
+async def test_calibration_makes_ms_per_item_known_before_any_request() -> None:
+    cold = BatchingEngine(
+        ScriptedBackend(), name="cold", max_batch_tokens=1000, max_batch_items=8, max_queue=4
+    )
+    await cold.start()
+    assert cold.ms_per_item == 0.0, "without calibration: unknown until a request"
+    await cold.stop()
+    backend = ScriptedBackend()
+    calibrated = BatchingEngine(
+        backend,
+        name="calibrated",
+        max_batch_tokens=1000,
+        max_batch_items=8,
+        max_queue=4,
+        calibrate=["pair"] * 4,
+    )
+    await calibrated.start()
+    try:
+        assert calibrated.ms_per_item > 0.0
+        assert ["pair"] * 4 in backend.inferred, "the calibration items were run"
+    finally:
+        await calibrated.stop()
