@@ -17,6 +17,10 @@ from typing import Any
 import httpx
 
 SUPPORTED = "supported"
+QUOTED = "quoted"
+MEANING_METHODS = ("nli", "llm")
+"""Verifiers that read meaning: only their verdicts say supported (similarity says
+quoted, similar or unrelated)."""
 
 
 class ChatProtocolError(Exception):
@@ -84,7 +88,8 @@ class Citation:
     number: int
     sentence: str
     status: str
-    """supported, unsupported, contradicted or unchecked."""
+    """supported, unsupported, contradicted (nli or llm); quoted, similar, unrelated
+    (similarity only); unchecked."""
     support: float
     answer_span: tuple[int, int] | None = None
     """[start, end) of the sentence in the final answer; None when the server sent none."""

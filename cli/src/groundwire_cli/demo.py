@@ -4,7 +4,10 @@ asked through ``POST /v1/chat``: the answer with its [n] citations, the cited
 sources, each citation's verification, the answer mode and the stage report.
 
 Without an API key the answer is extractive (quoted sentences of the top excerpts),
-so every citation must verify: the command exits 1 when one does not.
+so every citation must be a verbatim quote (or, with an entailment model, supported):
+the command exits 1 when one is not. Only a method that reads meaning (nli, llm) makes
+a citation "supported"; without one the output says plainly that the answer is a set
+of quoted passages chosen by similarity.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 import httpx
 
 from groundwire_cli.chat import (
+    MEANING_METHODS,
+    QUOTED,
     SUPPORTED,
     ChatOutcome,
     ChatProtocolError,
@@ -113,10 +118,10 @@ def print_search(query: str, body: Mapping[str, Any]) -> None:
 
 
 def unverified(outcome: ChatOutcome) -> list[str]:
-    """Why the answer's citations do not all verify ([] when they do). Only an
-    extractive answer must verify in full: it quotes its sources, so a citation that
-    does not verify is a bug, while a generated answer's unsupported citation is a
-    finding the stream reports."""
+    """Why the answer's citations are not all verbatim quotes or supported ([] when
+    they are). Only an extractive answer is held to it: it quotes its sources, so a
+    citation that is neither is a bug, while a generated answer's unsupported citation
+    is a finding the stream reports."""
     if outcome.error is not None:
         return [f"the chat failed: {outcome.error.code}: {outcome.error.message}"]
     if outcome.mode != "extractive":
@@ -124,9 +129,9 @@ def unverified(outcome: ChatOutcome) -> list[str]:
     if not outcome.citations:
         return ["the extractive answer cites nothing"]
     return [
-        f"[{c.number}] is {c.status} (support {c.support:.2f}): {c.sentence}"
+        f"[{c.number}] is {c.status} (score {c.support:.2f}): {c.sentence}"
         for c in outcome.citations
-        if c.status != SUPPORTED
+        if c.status not in (SUPPORTED, QUOTED)
     ]
 
 
@@ -169,29 +174,47 @@ def print_answer(question: str, outcome: ChatOutcome) -> None:
             print(f"    [{s.number}] {path}{flag}")
             print(f"        {s.url or s.source_id}  ({s.source_id})")
     if outcome.citations:
-        print("  citations (each checked against the chunk it cites, by the method named):")
+        checked = any(c.method in MEANING_METHODS for c in outcome.citations)
+        print(
+            "  citations (each checked against the chunk it cites, by the method named):"
+            if checked
+            else "  citations (passages chosen by similarity; nothing read their meaning):"
+        )
         for c in outcome.citations:
             sentence = textwrap.shorten(c.sentence, width=64, placeholder="…")
-            method = c.method if c.method not in ("", "none") else "support"
+            method = c.method if c.method in MEANING_METHODS else "relevance"
             judged = f"{method} {c.support:.2f}"
             print(f"    [{c.number}] {c.status.upper():<11} {judged:<15} {sentence}")
     print("  stages:")
     for stage in outcome.stages:
         note = f"fallback: {stage.reason}" if stage.fallback else ""
         print(f"    {stage.name:<12} {stage.ms:6.0f}ms  {note}".rstrip())
-    supported = sum(c.status == SUPPORTED for c in outcome.citations)
-    print(
-        f"  verified: {supported} of {len(outcome.citations)} citations supported"
-        + similarity_note(outcome.citations)
+    if outcome.citations:
+        print(f"  {checked_line(outcome.citations)}")
+
+
+def checked_line(citations: Sequence[Citation]) -> str:
+    """What was checked, in one line: "verified: N of M citations supported" only when
+    a method that reads meaning (nli, llm) judged them; otherwise that the answer is a
+    set of quoted passages chosen by similarity (issue #32: a verbatim quote scores
+    ~1.0 against its own passage, which proves nothing about the answer)."""
+    judged = [c for c in citations if c.method in MEANING_METHODS]
+    rest = len(citations) - len(judged)
+    if judged:
+        supported = sum(c.status == SUPPORTED for c in judged)
+        methods = "/".join(dict.fromkeys(c.method for c in judged))
+        line = f"verified: {supported} of {len(judged)} citations supported (by {methods})"
+        return line + (f"; {rest} scored by similarity only, not checked" if rest else "")
+    quoted = sum(c.status == QUOTED for c in citations)
+    if quoted == len(citations):
+        return (
+            f"not checked for meaning: the answer is {quoted} passage(s) quoted from the "
+            "sources, chosen by similarity to the question"
+        )
+    return (
+        f"not checked for meaning: {len(citations)} citation(s) scored by similarity only "
+        "(a relevance score, not proof)"
     )
-
-
-def similarity_note(citations: Sequence[Citation]) -> str:
-    """What a count of similarity verdicts does not say (empty when no citation was
-    judged by similarity): the words are there, not that they prove the claim."""
-    if not any(c.method == "similarity" for c in citations):
-        return ""
-    return " (by similarity: the passage shares the claim's words and meaning; not proof)"
 
 
 def run_demo(
@@ -226,14 +249,10 @@ def run_demo(
             answered.append(outcome)
             problems += unverified(outcome)
     if answered:
-        total = sum(len(o.citations) for o in answered)
-        supported = sum(c.status == SUPPORTED for o in answered for c in o.citations)
         modes = ", ".join(sorted({(o.mode or "none").upper() for o in answered}))
-        note = similarity_note([c for o in answered for c in o.citations])
-        print(
-            f"\n{len(answered)} answers ({modes}): {supported} of {total} citations supported"
-            + note
-        )
+        every = [c for o in answered for c in o.citations]
+        summary = checked_line(every) if every else "no citations"
+        print(f"\n{len(answered)} answers ({modes}): {summary}")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

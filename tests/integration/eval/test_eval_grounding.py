@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from groundwire_cli.evaluation.grounding import STATUSES
+
 DOCS = {
     "d1": "Plants convert sunlight into chemical energy in their chloroplasts. Chlorophyll "
     "captures light and fixes carbon dioxide into sugar.",
@@ -105,7 +107,7 @@ def test_every_case_is_judged_by_each_method_and_counted_per_label(
         assert "unchecked" not in m["per_case"]["status"], f"{method}: a case went unjudged"
         for label, count in report["cases"].items():
             cell = m["per_label"][label]
-            shares = [cell[s] for s in ("supported", "contradicted", "unsupported", "unchecked")]
+            shares = [cell[s] for s in STATUSES]
             assert cell["cases"] == count and sum(shares) == pytest.approx(1.0)
         support = m["per_case"]["support"]
         by = {lab: [s for s, x in zip(support, report["labels"], strict=True) if x == lab]
@@ -126,8 +128,10 @@ def test_similarity_ranks_quoted_claims_above_unrelated_ones(
     done, report, out = evaluation
     similarity = report["methods"]["similarity"]
     assert similarity["roc_auc"]["support_vs_nei"] == 1.0
-    assert similarity["per_label"]["SUPPORT"]["supported"] == 1.0
-    assert similarity["per_label"]["NEI"]["supported"] == 0.0
+    # the score reads no meaning: "similar" (a relevance score), never "supported"
+    assert similarity["per_label"]["SUPPORT"]["similar"] == 1.0
+    assert similarity["per_label"]["NEI"]["similar"] == 0.0
+    assert similarity["per_label"]["SUPPORT"]["supported"] == 0.0
     assert "SUPPORT vs NEI 1.000" in done.stdout
     markdown = out.with_suffix(".md").read_text()
     assert markdown.startswith("| method | label | cases |")

@@ -65,8 +65,9 @@ def test_the_demo_prints_a_verified_extractive_answer_with_its_fallbacks(
     answer = chat.split("answer:", 1)[1].split("cited sources:", 1)[0]
     assert re.search(r"\[\d+\]", answer), answer
     assert "(rate-limits.md)" in chat
-    statuses = re.findall(r"^\s+\[\d+\] ([A-Z]+)\s+similarity \d", chat, flags=re.MULTILINE)
-    assert statuses and set(statuses) == {"SUPPORTED"}
+    statuses = re.findall(r"^\s+\[\d+\] ([A-Z]+)\s+relevance \d", chat, flags=re.MULTILINE)
+    assert statuses and set(statuses) == {"QUOTED"}, "verbatim quotes; nothing judged"
     assert re.search(r"analysis +\d+ms +fallback: no LLM is configured", chat)
     assert re.search(r"answer +\d+ms +fallback: no LLM is configured: extractive answer", chat)
-    assert f"{len(statuses)} of {len(statuses)} citations supported" in chat
+    assert f"the answer is {len(statuses)} passage(s) quoted from the sources" in chat
+    assert not re.search(r"\b(verified|supported)\b", chat, re.IGNORECASE), chat

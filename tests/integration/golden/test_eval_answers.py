@@ -100,7 +100,7 @@ def test_the_command_starts_a_cluster_and_passes_a_golden_set_offline(
     flooding = cases["flooding-one-user"]
     assert flooding["mode"] == "extractive"
     assert "rate-limits.md" in flooding["cited_sources"]
-    assert flooding["citations"] and {c["status"] for c in flooding["citations"]} == {"supported"}
+    assert flooding["citations"] and {c["status"] for c in flooding["citations"]} == {"quoted"}
     fallbacks = {s["name"]: s["reason"] for s in flooding["stages"] if s["fallback"]}
     assert "no LLM" in fallbacks["analysis"] and "extractive" in fallbacks["answer"]
     injection = cases["injection-in-document"]

@@ -3,6 +3,7 @@ for an answer (mode, citations with their verification, sources, stage fallbacks
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,9 @@ def _outcome(mode: str, statuses: list[str], method: str = "none") -> ChatOutcom
 
 def test_an_extractive_answer_must_verify_in_full() -> None:
     assert unverified(_outcome("extractive", ["supported", "supported"])) == []
+    assert unverified(_outcome("extractive", ["quoted", "quoted"], "similarity")) == []
+    [similar] = unverified(_outcome("extractive", ["similar"], "similarity"))
+    assert similar.startswith("[1] is similar"), "an extractive answer quotes, verbatim"
     [problem] = unverified(_outcome("extractive", ["supported", "unchecked"]))
     assert problem.startswith("[1] is unchecked")
     assert unverified(_outcome("extractive", [])) == ["the extractive answer cites nothing"]
@@ -86,30 +90,37 @@ def test_the_answer_is_printed_with_mode_citations_sources_and_fallbacks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     print_answer(
-        "how do I stop one user from flooding the API", _outcome("extractive", ["supported"])
+        "how do I stop one user from flooding the API",
+        _outcome("extractive", ["supported"], "nli"),
     )
     out = capsys.readouterr().out
     assert "mode: EXTRACTIVE" in out
     assert "rejected with HTTP 429 [1]." in out
     assert "[1] Rate limits and quotas > What clients see" in out
     assert "https://groundwire.dev/docs/rate-limits  (rate-limits.md)" in out
-    assert "[1] SUPPORTED   support 0.30" in out
+    assert "[1] SUPPORTED   nli 0.30" in out
     assert "analysis          0ms  fallback: no LLM is configured: the raw query is used" in out
     assert "fallback: no LLM is configured: extractive answer" in out
-    assert "verified: 1 of 1 citations supported" in out
+    assert "verified: 1 of 1 citations supported (by nli)" in out
 
 
 def test_a_similarity_verdict_is_named_and_not_counted_as_proof(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    print_answer("how are requests limited", _outcome("extractive", ["supported"], "similarity"))
+    print_answer("how are requests limited", _outcome("extractive", ["quoted"], "similarity"))
     out = capsys.readouterr().out
-    assert "[1] SUPPORTED   similarity 0.30" in out
-    assert "verified: 1 of 1 citations supported (by similarity:" in out and "not proof" in out
+    assert "[1] QUOTED      relevance 0.30" in out
+    assert "passages chosen by similarity; nothing read their meaning" in out
+    assert "the answer is 1 passage(s) quoted from the sources, chosen by similarity" in out
+    assert not re.search(r"\b(verified|supported)\b", out, re.IGNORECASE), out
+    print_answer("how are requests limited", _outcome("generated", ["similar"], "similarity"))
+    out = capsys.readouterr().out
+    assert "scored by similarity only (a relevance score, not proof)" in out
+    assert not re.search(r"\b(verified|supported)\b", out, re.IGNORECASE), out
     print_answer("how are requests limited", _outcome("extractive", ["supported"], "nli"))
     out = capsys.readouterr().out
-    assert "[1] SUPPORTED   nli 0.30" in out
-    assert "not proof" not in out
+    assert "[1] SUPPORTED   nli 0.30" in out and "verified: 1 of 1" in out
+    assert "similarity" not in out
 
 
 def test_questions_skip_blank_lines_and_comments(tmp_path: Path) -> None:

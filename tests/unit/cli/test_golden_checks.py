@@ -301,7 +301,7 @@ def test_min_supported_counts_verified_citations() -> None:
     )
     strict = evaluate_case(case(min_supported=True), mixed)[0]
     assert strict.status == "fail"
-    assert strict.reason == "1 of 2 citations supported ([2] unsupported)"
+    assert strict.reason == "1 of 2 citations supported or quoted verbatim ([2] unsupported)"
     assert evaluate_case(case(min_supported=0.5), mixed)[0].status == "pass"
     unchecked = outcome_of(chat_stream(cited=[1], citations=[citation(1, "unchecked", 0.0)]))
     assert evaluate_case(case(min_supported=True), unchecked)[0].status == "fail"

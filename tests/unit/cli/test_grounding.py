@@ -94,7 +94,8 @@ def test_report_and_table(tmp_path: Path) -> None:
     report = build_report(tmp_path, cases, [result, skipped])
     nli = report["methods"]["nli"]
     assert nli["per_label"]["NEI"] == {
-        "cases": 2, "supported": 0.5, "contradicted": 0.0, "unsupported": 0.5, "unchecked": 0.0
+        "cases": 2, "supported": 0.5, "contradicted": 0.0, "unsupported": 0.5, "unchecked": 0.0,
+        "quoted": 0.0, "similar": 0.0, "unrelated": 0.0,
     }  # fmt: skip
     assert nli["roc_auc"] == {"support_vs_contradict": 1.0, "support_vs_nei": 0.5}
     table = format_table(report)

@@ -81,7 +81,8 @@ async def test_search_and_ask_carry_sources_and_checked_citations(
         "method": "none",
     }
     assert [s["source_id"] for s in answer["sources"]] == ["install.md", "limits.md"]
-    assert answer["verification"] == "1 of 1 citations supported"
+    # judged by no method that reads meaning ("none"): never counted as supported
+    assert answer["verification"] == "1 citation(s) not checked for meaning"
     assert len(answer["request_id"]) == 32  # the HTTP request's id, as in the gateway's logs
     # the text content is the same JSON, for clients that read text only
     assert json.loads(asked.content[0].text)["answer"] == answer["answer"]  # type: ignore[union-attr]

@@ -34,7 +34,11 @@ from groundwire_cli.evaluation.report import dumps
 
 Label = Literal["SUPPORT", "CONTRADICT", "NEI"]
 LABELS: tuple[Label, ...] = ("SUPPORT", "CONTRADICT", "NEI")
-STATUSES = ("supported", "contradicted", "unsupported", "unchecked")
+STATUSES = (
+    "supported", "contradicted", "unsupported", "unchecked", "quoted", "similar", "unrelated"
+)
+"""Statuses a verifier gives: the last three are the similarity score's (it reads no
+meaning, so never says supported)."""
 
 
 @dataclass(frozen=True)

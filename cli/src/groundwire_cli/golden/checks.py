@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from groundwire_cli.chat import SUPPORTED, ChatOutcome
+from groundwire_cli.chat import QUOTED, SUPPORTED, ChatOutcome
 from groundwire_cli.golden.model import CHECKS, GoldenCase
 
 EXTRACTIVE_NA = "not applicable in extractive mode"
@@ -187,11 +187,16 @@ def check_min_supported(share: float, outcome: ChatOutcome) -> CheckResult:
     total = len(outcome.citations)
     if not total:
         return CheckResult("min_supported", "fail", "the answer cites nothing to verify")
-    supported = sum(c.status == SUPPORTED for c in outcome.citations)
+    # a verbatim quote (similarity only, nothing judged) is grounded in its passage,
+    # though not "supported": the check counts both and names them apart
+    backed = (SUPPORTED, QUOTED)
+    supported = sum(c.status in backed for c in outcome.citations)
     others = ", ".join(
-        f"[{c.number}] {c.status}" for c in outcome.citations if c.status != SUPPORTED
+        f"[{c.number}] {c.status}" for c in outcome.citations if c.status not in backed
     )
-    reason = f"{supported} of {total} citations supported" + (f" ({others})" if others else "")
+    reason = f"{supported} of {total} citations supported or quoted verbatim" + (
+        f" ({others})" if others else ""
+    )
     return CheckResult("min_supported", "pass" if supported >= share * total else "fail", reason)
 
 

@@ -58,7 +58,16 @@ class SearchResponse(_Model):
 
 # --- chat ----------------------------------------------------------------------------------
 
-VerificationStatus = Literal["supported", "unsupported", "contradicted", "unchecked", "unspecified"]
+VerificationStatus = Literal[
+    "supported",
+    "unsupported",
+    "contradicted",
+    "unchecked",
+    "quoted",
+    "similar",
+    "unrelated",
+    "unspecified",
+]
 AnswerMode = Literal["generated", "extractive", "declined", "unspecified"]
 
 

@@ -35,6 +35,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -45,7 +46,7 @@ from groundwire_core.identity import bind_identity
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.chat_session import start_chat
-from groundwire_gateway.errors import error_response
+from groundwire_gateway.errors import error_body, error_response
 from groundwire_gateway.routes.document_view import read_source
 from groundwire_gateway.routes.search import run_search
 from groundwire_gateway.routes.security import public_principal
@@ -76,8 +77,10 @@ just need the answer to a question. Phrase `query` as a question or keywords."""
 ASK_DESCRIPTION = """\
 Answer a question from the document collection: a grounded answer whose sentences
 cite numbered sources ([1], [2]…), each citation checked against the passage it
-cites (`citations[].status`: supported, unsupported, contradicted, unchecked). Also
-returns the cited sources (title, URL, passage) and a one-line verification summary.
+cites (`citations[].status`: supported, unsupported, contradicted when a method that
+reads meaning judged it; quoted, similar, unrelated when only similarity did — a
+relevance score, not proof; unchecked). Also returns the cited sources (title, URL,
+passage) and a one-line verification summary.
 `mode` says how it was written: generated (an LLM), extractive (sentences quoted
 from the documents), declined (the documents do not answer it — say so, do not
 guess). Use it for questions about what the documents say; it does not know anything
@@ -139,7 +142,10 @@ class CitedSource(BaseModel):
 class CheckedCitation(BaseModel):
     number: int
     sentence: str = Field(description="The answer sentence carrying the citation.")
-    status: str = Field(description="supported, unsupported, contradicted or unchecked.")
+    status: str = Field(
+        description="supported, unsupported or contradicted (judged by nli or llm); quoted, "
+        "similar or unrelated (similarity only: not proof); unchecked."
+    )
     support: float
     method: str = Field(description="Verifier: nli, llm, similarity (never proof) or none.")
 
@@ -150,7 +156,11 @@ class AskOutput(BaseModel):
     mode: str = Field(description="generated, extractive or declined.")
     citations: list[CheckedCitation]
     sources: list[CitedSource]
-    verification: str = Field(description="e.g. '3 of 3 citations supported'.")
+    verification: str = Field(
+        description="e.g. '2 of 3 citations supported (checked by nli)', or, when nothing "
+        "read their meaning, '3 quoted passages chosen by similarity; none checked for "
+        "meaning'."
+    )
     withheld: int = Field(description="Sentences withheld from the answer: they failed the check.")
     request_id: str
     answer_id: str | None = Field(
@@ -193,14 +203,41 @@ async def principal_of(state: GatewayState, request: Request) -> Principal:
     return await public_principal(state, request)
 
 
+STREAM_REFUSED = (
+    "this MCP endpoint is stateless: it pushes no server-initiated messages, so it "
+    "opens no GET stream; send requests with POST"
+)
+
+
 class McpEndpoint:
-    """The ASGI app at ``/mcp``: the key check, then the SDK's transport."""
+    """The ASGI app at ``/mcp``: the key check, then the SDK's transport.
+
+    ``GET /mcp`` (the standalone SSE stream of server-initiated messages) is answered
+    405 before anything else, as the MCP specification allows a server that offers no
+    such stream: a stateless endpoint has nothing to push on it, and the SDK's stream
+    never ended, so 1,100 unauthenticated GETs held every file descriptor until
+    ``/healthz`` and searches timed out (#31). With no stream there is nothing to
+    bound or time out; every POST is answered with one JSON body and ends."""
+
+    path = MCP_PATH
+    """The route template the metrics label requests with (``app.route_label``)."""
 
     def __init__(self, state: GatewayState, manager: StreamableHTTPSessionManager) -> None:
         self._state = state
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # a Route with an ASGI endpoint sets no "route": the label was "unmatched"
+        scope["route"] = self
+        if scope.get("method") == "GET":
+            self._state.metrics.errors.labels(MCP_PATH, "method_not_allowed").inc()
+            refused = JSONResponse(
+                error_body("method_not_allowed", STREAM_REFUSED),
+                status_code=405,
+                headers={"Allow": "POST, DELETE"},
+            )
+            await refused(scope, receive, send)
+            return
         try:
             await public_principal(self._state, Request(scope))
         except GroundwireError as error:
@@ -255,6 +292,30 @@ def _passage(collection: str, r: models.SearchResult) -> Passage:
     )
 
 
+MEANING_METHODS = ("nli", "llm")
+"""Verifiers that read meaning: only their verdicts may say supported."""
+
+
+def verification_summary(citations: list[CheckedCitation]) -> str:
+    """One line on what was checked: "N of M citations supported" only over citations a
+    method that reads meaning judged; similarity verdicts are named as such (issue #32:
+    a verbatim quote scores ~1.0 against its own passage, which proves nothing)."""
+    if not citations:
+        return "no citations"
+    judged = [c for c in citations if c.method in MEANING_METHODS]
+    rest = len(citations) - len(judged)
+    if not judged:
+        quoted = sum(c.status == "quoted" for c in citations)
+        if quoted == len(citations):
+            plural = "s" if quoted != 1 else ""
+            return f"{quoted} quoted passage{plural} chosen by similarity; none checked for meaning"
+        return f"{len(citations)} citation(s) not checked for meaning"
+    supported = sum(c.status == "supported" for c in judged)
+    methods = "/".join(dict.fromkeys(c.method for c in judged))
+    line = f"{supported} of {len(judged)} citations supported (checked by {methods})"
+    return line + (f"; {rest} not checked for meaning" if rest else "")
+
+
 def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
     """The ask tool's result from a finished chat's events."""
     citations = models.CitationsEvent(sources=[], citations=[])
@@ -274,7 +335,6 @@ def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
         )
         for c in citations.citations
     ]
-    supported = sum(c.status == "supported" for c in checked)
     return AskOutput(
         collection=collection,
         answer=done.answer,
@@ -291,9 +351,7 @@ def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
             )
             for s in citations.sources
         ],
-        verification=f"{supported} of {len(checked)} citations supported"
-        if checked
-        else "no citations",
+        verification=verification_summary(checked),
         withheld=len(citations.withheld),
         request_id=current_request_id(),
         answer_id=done.answer_id,

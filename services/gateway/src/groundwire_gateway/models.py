@@ -265,14 +265,33 @@ class Source(BaseModel):
     injection_flagged: bool = False
 
 
-VerificationStatus = Literal["supported", "unsupported", "contradicted", "unchecked", "unspecified"]
+VerificationStatus = Literal[
+    "supported",
+    "unsupported",
+    "contradicted",
+    "unchecked",
+    "quoted",
+    "similar",
+    "unrelated",
+    "unspecified",
+]
+"""supported, unsupported and contradicted come only from a method that reads meaning
+(nli, llm); the similarity score says quoted (verbatim, nothing judged), similar or
+unrelated, and its `support` is a relevance score."""
 
 
 class Citation(BaseModel):
     number: int
     sentence: str
-    status: VerificationStatus
-    support: float
+    status: VerificationStatus = Field(
+        description="supported, unsupported, contradicted: judged by a method that reads "
+        "meaning (nli, llm); quoted (verbatim from the source, nothing judged), similar, "
+        "unrelated: by similarity only; unchecked: no check ran."
+    )
+    support: float = Field(
+        description="Support in [0, 1]; a relevance score, not proof, when `method` is "
+        "`similarity`."
+    )
     method: Literal["nli", "llm", "similarity", "none"] = Field(
         "none", description="The verifier that judged it (`similarity` is never proof)."
     )

@@ -1,6 +1,7 @@
 // Groundwire's web page: a conversation over POST /v1/chat (server-sent events read
 // from the response body stream), a search mode over POST /v1/search and a collection
-// picker filled from GET /v1/models (the upload panel is upload.js). Answers are
+// picker filled from GET /v1/models (the upload panel is upload.js); each answer can
+// be rated (POST /v1/feedback) and past conversations reopened (GET /v1/conversations). Answers are
 // Markdown rendered with marked and sanitised with DOMPurify (both vendored under
 // /static/vendor/: the page's CSP allows only this gateway's own scripts, no inline
 // code, no eval). No framework, no build step.
@@ -23,6 +24,7 @@
   const MODEL_PREFIX = "groundwire:";
   const SEARCH_LIMIT = 10;
   let history = [];  // [{role, content}] of the turns answered so far
+  let conversationId = null;  // the stored conversation the next question continues
   let controller = null;
   let busy = false;
 
@@ -188,8 +190,19 @@
   }
 
   function failed(c) {
-    return c.status === "unsupported" || c.status === "contradicted";
+    return c.status === "unsupported" || c.status === "contradicted" || c.status === "unrelated";
   }
+
+  // Only an entailment model or an LLM judge reads meaning; the similarity score's
+  // labels (quoted, similar, unrelated) say what it saw, never that a source supports.
+  const MEANING_METHODS = new Set(["nli", "llm"]);
+  const CHIP_TITLES = {
+    quoted: "Quoted verbatim from this source, chosen by similarity; its meaning was not checked",
+    similar: "Close to this source by similarity; its meaning was not checked",
+    unrelated: "By similarity, this source shares little with the sentence citing it",
+    unsupported: "This citation was not supported by its source",
+    contradicted: "This source contradicts the sentence citing it",
+  };
 
   function renderCitations(view, event, collection) {
     const citations = event.citations || [];
@@ -198,6 +211,8 @@
     for (const c of citations) {
       if (c.source_span && !failed(c) && !spans.has(c.number)) spans.set(c.number, c.source_span);
     }
+    const statusOf = new Map();
+    for (const c of citations) if (!statusOf.has(c.number) || failed(c)) statusOf.set(c.number, c.status);
     view.chips.replaceChildren();
     for (const s of event.sources) {
       const href = sourceHref(s, collection, spans.get(s.number));
@@ -206,8 +221,15 @@
       chip.dataset.number = String(s.number);
       openInNewTab(chip, href);
       chip.title = safeUrl(s.url) ? href : `Open the stored text of ${s.source_id}`;
-      if (bad.has(s.number)) chip.title = "This citation was not supported by its source";
+      const label = CHIP_TITLES[statusOf.get(s.number)];
+      if (label) chip.title = label;
       view.chips.append(chip);
+    }
+    if (citations.length && !citations.some((c) => MEANING_METHODS.has(c.method))) {
+      view.chips.append(el("p", "hint similarity-only",
+        citations.every((c) => c.status === "quoted")
+          ? "Quoted passages chosen by similarity to the question; nothing checked their meaning."
+          : "Citations scored by similarity only (relevance, not proof); nothing checked their meaning."));
     }
     const withheld = event.withheld || [];
     if (withheld.length) {
@@ -284,6 +306,7 @@
     const messages = history.concat([{ role: "user", content: text }]).slice(-MAX_MESSAGES);
     const body = { messages };
     if (collection) body.collection = collection;
+    if (conversationId) body.conversation_id = conversationId;
     const view = addTurn("ask", text, collection);
     sourcesEl.replaceChildren();
     stagesBody.replaceChildren();
@@ -329,6 +352,8 @@
           if (d.mode !== "generated") view.meta.textContent += ` · ${d.mode}`;
           setStatus(d.mode === "declined" ? "The documents do not answer this." : "Done.");
           finish(view, "done");
+          if (d.conversation_id) conversationId = d.conversation_id;
+          if (d.answer_id) addFeedback(view, d.answer_id, null);
         } else if (ev.name === "error") {
           finished = true;
           setStatus(`${d.message} (${d.code})`, true);
@@ -341,6 +366,7 @@
       } else if (view.body.dataset.state === "done") {
         const said = (answer || "(no answer)").slice(0, MAX_PART_CHARS);
         history = messages.concat([{ role: "assistant", content: said }]);
+        loadConversations();
       }
     } catch (e) {
       if (e.name === "AbortError") {
@@ -353,6 +379,162 @@
     } finally {
       controller = null;
       setBusy(false);
+    }
+  }
+
+  // ------------------------------------------------------------ feedback
+
+  // Under a stored answer: "Right" / "Wrong" (sent at once), then an optional comment
+  // sent with the same rating (rating again replaces the earlier one).
+  // A thumb drawn in SVG (the outline of Feather's thumbs-up icon, MIT): no icon font,
+  // no emoji font needed; "down" is the same thumb turned over.
+  const SVG = "http://www.w3.org/2000/svg";
+  const THUMB = "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3z" +
+    "M7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3";
+
+  function thumb(value) {
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("class", `thumb thumb-${value}`);
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", THUMB);
+    svg.append(path);
+    return svg;
+  }
+
+  function addFeedback(view, answerId, rating) {
+    const box = el("div", "feedback");
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Rate this answer");
+    box.append(el("span", "hint", "Was this answer right?"));
+    const buttons = {};
+    const note = el("span", "hint feedback-status");
+    note.setAttribute("role", "status");
+    const comment = el("form", "feedback-comment");
+    comment.hidden = true;
+    const field = el("input");
+    field.type = "text";
+    field.maxLength = 2000;
+    field.placeholder = "What was wrong or missing? (optional)";
+    field.setAttribute("aria-label", "Comment on this answer");
+    const send = el("button", "", "Send comment");
+    send.type = "submit";
+    comment.append(field, send);
+    let current = rating;
+
+    function show(value) {
+      for (const [name, button] of Object.entries(buttons)) {
+        button.setAttribute("aria-pressed", String(name === value));
+      }
+    }
+
+    async function rate(value, text) {
+      note.textContent = "Sending…";
+      try {
+        const response = await fetch("/v1/feedback", {
+          method: "POST",
+          headers: authHeaders({ "Content-Type": "application/json" }),
+          body: JSON.stringify({ answer_id: answerId, rating: value, comment: text || "" }),
+        });
+        if (!response.ok) {
+          note.textContent = `Not recorded: ${await errorOf(response)}`;
+          return;
+        }
+        current = value;
+        show(value);
+        note.textContent = text ? "Comment recorded. Thank you." : "Recorded. Thank you.";
+        comment.hidden = Boolean(text);
+        if (!text) field.focus();
+      } catch (e) {
+        note.textContent = `Not recorded: ${e.message}`;
+      }
+    }
+
+    for (const [value, label] of [["up", "Right"], ["down", "Wrong"]]) {
+      const button = el("button", `rate rate-${value}`);
+      button.type = "button";
+      button.append(thumb(value), ` ${label}`);
+      button.addEventListener("click", () => rate(value, ""));
+      buttons[value] = button;
+      box.append(button);
+    }
+    show(current);
+    comment.addEventListener("submit", (e) => {
+      e.preventDefault();
+      if (current) rate(current, field.value.trim());
+    });
+    box.append(note, comment);
+    view.turn.querySelector(".msg.assistant").append(box);
+  }
+
+  // ------------------------------------------------------------ past conversations
+
+  const pastList = $("conversations");
+
+  async function loadConversations() {
+    if (!pastList) return;
+    try {
+      const response = await fetch("/v1/conversations?limit=20", { headers: authHeaders() });
+      if (!response.ok) return;
+      const found = (await response.json()).conversations;
+      const items = found.map((c) => {
+        const li = el("li");
+        const open = el("button", "past", c.title || "(untitled)");
+        open.type = "button";
+        open.dataset.id = c.id;
+        if (c.id === conversationId) open.setAttribute("aria-current", "true");
+        open.addEventListener("click", () => openConversation(c.id));
+        const when = new Date(c.updated_at * 1000).toLocaleString();
+        li.append(open, el("div", "meta", `${c.collection} · ${c.turns} answer(s) · ${when}`));
+        return li;
+      });
+      pastList.replaceChildren(...items);
+      $("past-empty").hidden = items.length > 0;
+    } catch (e) {
+      // the list stays as it was: asking still works
+    }
+  }
+
+  // Shows a stored conversation as it was answered and continues it on the next question.
+  async function openConversation(id) {
+    if (busy) return;
+    try {
+      const response = await fetch(`/v1/conversations/${encodeURIComponent(id)}`,
+        { headers: authHeaders() });
+      if (!response.ok) {
+        setStatus(await errorOf(response), true);
+        return;
+      }
+      const c = await response.json();
+      transcript.replaceChildren();
+      history = [];
+      let last = null;
+      for (const a of c.answers) {
+        const view = addTurn("ask", a.question, c.collection);
+        renderMarkdown(view.body, a.answer);
+        view.body.dataset.mode = a.mode;
+        if (a.mode !== "generated") view.meta.textContent += ` · ${a.mode}`;
+        renderCitations(view, a, c.collection);
+        finish(view, "done");
+        addFeedback(view, a.id, a.rating);
+        history.push({ role: "user", content: a.question },
+          { role: "assistant", content: (a.answer || "(no answer)").slice(0, MAX_PART_CHARS) });
+        last = a;
+      }
+      history = history.slice(-(MAX_MESSAGES - 1));
+      conversationId = c.id;
+      if ([...picker.options].some((o) => o.value === c.collection)) picker.value = c.collection;
+      if (last) {
+        renderSources(last.sources, c.collection);
+        renderStages(last.stages);
+      }
+      setStatus(`Reopened: ${c.answers.length} answer(s). A question continues this conversation.`);
+      loadConversations();
+      question.focus();
+    } catch (e) {
+      setStatus(`Could not reach the server: ${e.message}`, true);
     }
   }
 
@@ -432,6 +614,8 @@
   function newConversation() {
     if (controller) controller.abort();
     history = [];
+    conversationId = null;
+    loadConversations();
     transcript.replaceChildren(el("p", "hint", "New conversation."));
     transcript.firstChild.id = "empty";
     sourcesEl.replaceChildren();
@@ -461,6 +645,7 @@
   picker.addEventListener("change", () => {
     if (!history.length) return;
     history = [];
+    conversationId = null;
     const name = picker.value || "the server default";
     transcript.append(el("p", "divider", `Collection changed to ${name}: a new conversation.`));
   });
@@ -469,4 +654,6 @@
   // shared with upload.js (the admin upload panel)
   window.groundwire = { $, el, authHeaders, safeUrl, errorOf, readEvents, loadCollections, picker };
   loadCollections();
+  loadConversations();
+  $("apikey").addEventListener("change", loadConversations);
 })();
