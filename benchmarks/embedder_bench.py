@@ -345,7 +345,10 @@ def measure(
 
     query = query_of_tokens(bare.tokenizer, QUERY_TOKENS)
     server = ServiceProcess(
-        "embedder", {"MODEL_DIR": str(model_dir), "INTRA_OP_THREADS": str(threads)}, workdir
+        "embedder",
+        # a cost model (--model-dir of a --random-weights build) is served for the benchmark
+        {"MODEL_DIR": str(model_dir), "INTRA_OP_THREADS": str(threads), "SERVE_COST_MODEL": "1"},
+        workdir,
     )
     try:
         query_times = asyncio.run(query_latency(server.port, bare, query, plan.latency_calls))
@@ -542,6 +545,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--passes", type=int, default=None, help="passes over the throughput cells (full: 3)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON results")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="measure this built model folder only (e.g. the full-size bge-m3 cost model from "
+        "`groundwire models build bge-m3 --random-weights`), instead of --profiles",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.seconds:
@@ -553,6 +563,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gw-embedder-bench-") as tmp:
         root = Path(tmp)
+        if args.model_dir is not None:
+            manifest = json.loads((args.model_dir / "groundwire-model.json").read_text())
+            precision = "int8" if manifest.get("quantized") else "fp32"
+            name = manifest["model_id"].replace("cost-model:", "").replace("/", "-") + (
+                "-cost-model" if manifest.get("cost_model") else ""
+            )
+            print(f"measuring {name} {precision} from {args.model_dir}")
+            result = measure(name, precision, args.model_dir, plan, args.threads, root, None)
+            result["environment"] = {
+                "cpus": os.cpu_count(),
+                "intra_op_threads": args.threads,
+                "python": platform.python_version(),
+                "onnxruntime": ort.__version__,
+                "quick": args.quick,
+                "plan": asdict(plan),
+            }
+            path = args.out / f"embedder-{name}-{precision}.json"
+            path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            print_table([result])
+            return 0
         for profile in [p.strip() for p in args.profiles.split(",") if p.strip()]:
             if profile not in ("minilm", "bge-m3-tiny"):
                 parser.error(f"unknown profile {profile!r}")

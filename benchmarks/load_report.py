@@ -115,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve a tiny random cross-encoder, or none",
     )
     parser.add_argument(
+        "--reranker-model-dir",
+        type=Path,
+        default=None,
+        help="serve this built cross-encoder instead of the tiny one (e.g. a full-size cost "
+        "model from `groundwire models build bge-reranker-v2-m3 --random-weights`; pass "
+        "--set GROUNDWIRE_RERANKER_SERVE_COST_MODEL=true for one)",
+    )
+    parser.add_argument(
         "--max-documents",
         type=int,
         default=None,

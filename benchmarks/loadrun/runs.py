@@ -57,6 +57,17 @@ def run_directory(keep: Path | None) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _model_label(model_dir: Path) -> str:
+    """A served model's id (``cost-model:…`` for a random-weight cost model), int8 or
+    fp32, from its manifest; the folder's name when it has none."""
+    try:
+        manifest = json.loads((model_dir / "groundwire-model.json").read_text())
+    except (OSError, ValueError):
+        return model_dir.name
+    precision = "int8" if manifest.get("quantized") else "fp32"
+    return f"{manifest.get('model_id', model_dir.name)} ({precision})"
+
+
 def sweep(args: argparse.Namespace) -> int:
     import httpx
 
@@ -77,10 +88,11 @@ def sweep(args: argparse.Namespace) -> int:
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG_MODEL,
             "GROUNDWIRE_ORCHESTRATOR_LLM_ORDER": "anthropic",
         }
-        reranker_dir: Path | None = None
-        if args.reranker == "tiny":
+        reranker_dir: Path | None = args.reranker_model_dir
+        if reranker_dir is None and args.reranker == "tiny":
             print("building the tiny random cross-encoder (mechanics only)", flush=True)
             reranker_dir = build_tiny_reranker(run_dir)
+        if reranker_dir is not None:
             env["GROUNDWIRE_RERANKER_MODEL_DIR"] = str(reranker_dir)
             # a random model's scores mean nothing: keep what it scores
             env["GROUNDWIRE_ORCHESTRATOR_RERANK_THRESHOLD"] = "0"
@@ -234,8 +246,10 @@ def sweep(args: argparse.Namespace) -> int:
                 "answer_words": args.answer_words,
                 "answer_style": args.answer_style,
             },
-            "embedder_model": str(model_dir.name),
-            "reranker_model": "tiny random BERT cross-encoder (mechanics only)"
+            "embedder_model": _model_label(model_dir),
+            "reranker_model": _model_label(args.reranker_model_dir)
+            if args.reranker_model_dir
+            else "tiny random BERT cross-encoder (mechanics only)"
             if reranker_dir
             else "none (rerank falls back to the fused order)",
             "environment_overrides": {
