@@ -335,9 +335,7 @@ class JobRunner:
         try:
             if held.lost:
                 log.warning("job %s: reaped while it ran; its end is not recorded", job.id)
-            elif not await self._tables.finish(
-                job.id, self.worker, state, error, time.time(), job.counts, job.delta
-            ):
+            elif not await self._finish(held, state, error):
                 log.warning("job %s: no longer this worker's; its end is not recorded", job.id)
             else:
                 log.info(
@@ -345,13 +343,33 @@ class JobRunner:
                     state.value, error,
                 )  # fmt: skip
         except GroundwireError as failure:
-            # nothing more to do here: its beat has stopped, so the reaper (on any
-            # replica) fails it once the database answers again
+            # its beat has stopped: the reaper (on any replica) fails it once the
+            # database answers again
             log.error("job %s: its end (%s) cannot be recorded: %s", job.id, state.value,
                       failure.message)  # fmt: skip
         finally:
             self._held.pop(job.id, None)
             self._wake.set()
+
+    async def _finish(self, held: _Held, state: JobState, error: str) -> bool:
+        """Records the job's end, trying again every beat while the database refuses
+        (a full disk being cleared) and the job is still this worker's: it ends with
+        its own reason if the database recovers before the reaper's bound. Raises the
+        last Unavailable when it never did."""
+        job = held.job
+        tries = max(1, int(self._policy.stale_after_s / self._policy.heartbeat_s))
+        for attempt in range(tries):
+            try:
+                return await self._tables.finish(
+                    job.id, self.worker, state, error, time.time(), job.counts, job.delta
+                )
+            except GroundwireError as failure:
+                if attempt + 1 == tries:
+                    raise
+                log.warning("job %s: recording its end: %s (again in %g s)", job.id,
+                            failure.message, self._policy.heartbeat_s)  # fmt: skip
+                await asyncio.sleep(self._policy.heartbeat_s)
+        return False
 
     async def _run_ingest(self, held: _Held) -> tuple[JobState, str]:
         job = held.job
