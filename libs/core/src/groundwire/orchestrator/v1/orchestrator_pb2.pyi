@@ -109,7 +109,7 @@ class AskRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., filters: _Optional[_Iterable[_Union[FieldFilter, _Mapping]]] = ..., listwise_rerank: _Optional[bool] = ..., max_agent_steps: _Optional[int] = ..., instructions: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
-    __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged", "matching_chunks", "other_headings")
+    __slots__ = ("number", "chunk_id", "source_id", "title", "heading_path", "url", "text", "score", "match_reason", "injection_flagged", "matching_chunks", "other_headings", "live", "fetched_at")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +122,8 @@ class Source(_message.Message):
     INJECTION_FLAGGED_FIELD_NUMBER: _ClassVar[int]
     MATCHING_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     OTHER_HEADINGS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    FETCHED_AT_FIELD_NUMBER: _ClassVar[int]
     number: int
     chunk_id: str
     source_id: str
@@ -134,7 +136,9 @@ class Source(_message.Message):
     injection_flagged: bool
     matching_chunks: int
     other_headings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., source_id: _Optional[str] = ..., title: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., match_reason: _Optional[str] = ..., injection_flagged: _Optional[bool] = ..., matching_chunks: _Optional[int] = ..., other_headings: _Optional[_Iterable[str]] = ...) -> None: ...
+    live: bool
+    fetched_at: float
+    def __init__(self, number: _Optional[int] = ..., chunk_id: _Optional[str] = ..., source_id: _Optional[str] = ..., title: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., match_reason: _Optional[str] = ..., injection_flagged: _Optional[bool] = ..., matching_chunks: _Optional[int] = ..., other_headings: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., fetched_at: _Optional[float] = ...) -> None: ...
 
 class RetrievalEvent(_message.Message):
     __slots__ = ("sources",)

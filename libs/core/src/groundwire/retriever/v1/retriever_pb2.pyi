@@ -764,3 +764,47 @@ class SyncReport(_message.Message):
     cancelled: bool
     seconds: float
     def __init__(self, collection: _Optional[str] = ..., delta: _Optional[_Union[JobDelta, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[SyncSource, _Mapping]]] = ..., chunks_written: _Optional[int] = ..., dry_run: _Optional[bool] = ..., complete: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class LookupLiveRequest(_message.Message):
+    __slots__ = ("collection", "query", "max_lookups", "allowed_domains", "limit", "timeout_s")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    MAX_LOOKUPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    query: str
+    max_lookups: int
+    allowed_domains: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    timeout_s: float
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., max_lookups: _Optional[int] = ..., allowed_domains: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class LiveFetch(_message.Message):
+    __slots__ = ("url", "outcome", "reason", "fetched_at")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FETCHED_AT_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    outcome: str
+    reason: str
+    fetched_at: float
+    def __init__(self, url: _Optional[str] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., fetched_at: _Optional[float] = ...) -> None: ...
+
+class LookupLiveResponse(_message.Message):
+    __slots__ = ("hits", "fetches", "lookups", "allowed_domains", "candidates", "seconds")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    FETCHES_FIELD_NUMBER: _ClassVar[int]
+    LOOKUPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    fetches: _containers.RepeatedCompositeFieldContainer[LiveFetch]
+    lookups: int
+    allowed_domains: _containers.RepeatedScalarFieldContainer[str]
+    candidates: int
+    seconds: float
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., fetches: _Optional[_Iterable[_Union[LiveFetch, _Mapping]]] = ..., lookups: _Optional[int] = ..., allowed_domains: _Optional[_Iterable[str]] = ..., candidates: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...

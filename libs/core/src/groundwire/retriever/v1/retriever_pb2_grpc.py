@@ -127,6 +127,11 @@ class RetrieverServiceStub:
                 request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.SerializeToString,
                 response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.FromString,
                 _registered_method=True)
+        self.LookupLive = channel.unary_unary(
+                '/groundwire.retriever.v1.RetrieverService/LookupLive',
+                request_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveRequest.SerializeToString,
+                response_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer:
@@ -283,6 +288,22 @@ class RetrieverServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupLive(self, request, context):
+        """Looks a question up live on the documentation sites a collection was synced from
+        (live/lookup.py): robots.txt honoured, candidate pages found through the site's
+        sitemap, at most max_lookups pages fetched through the guarded outbound client
+        (allowed domains checked on every redirect hop, size-bounded), parsed in the
+        ingest's sandbox, their sections ranked against the query (embedder + BM25). The
+        sections come back as hits marked live; nothing is written into the collection
+        (live pages are unreviewed, and a write would bypass the sync's deletion rules).
+        Refusals (off-domain redirect, oversized page, robots.txt) are reported per page,
+        not raised. NOT_FOUND for an unknown collection; INVALID_ARGUMENT when the
+        collection has no allowed domain.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -375,6 +396,11 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.Sync,
                     request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.FromString,
                     response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.SerializeToString,
+            ),
+            'LookupLive': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupLive,
+                    request_deserializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveRequest.FromString,
+                    response_serializer=groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -866,6 +892,33 @@ class RetrieverService:
             '/groundwire.retriever.v1.RetrieverService/Sync',
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncRequest.SerializeToString,
             groundwire_dot_retriever_dot_v1_dot_retriever__pb2.SyncEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupLive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.retriever.v1.RetrieverService/LookupLive',
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveRequest.SerializeToString,
+            groundwire_dot_retriever_dot_v1_dot_retriever__pb2.LookupLiveResponse.FromString,
             options,
             channel_credentials,
             insecure,
