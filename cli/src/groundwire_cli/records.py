@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import MetaData, Table, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import groundwire_gateway.db.tables  # noqa: F401  (registers every table on the metadata)
+import groundwire_retriever.db.tables  # noqa: F401
 from groundwire_core.database import (
     Migrations,
     create_engine,
@@ -29,10 +31,8 @@ from groundwire_core.database import (
     upgrade,
 )
 from groundwire_core.errors import InvalidInput
-from groundwire_gateway.db import tables as gateway_tables  # noqa: F401  (registers tables)
 from groundwire_gateway.db.base import MIGRATIONS as GATEWAY_MIGRATIONS
 from groundwire_gateway.db.base import Base as GatewayBase
-from groundwire_retriever.db import tables as retriever_tables  # noqa: F401
 from groundwire_retriever.db.base import MIGRATIONS as RETRIEVER_MIGRATIONS
 from groundwire_retriever.db.base import Base as RetrieverBase
 
