@@ -72,6 +72,7 @@ async def retriever_at(
         chunk_max_tokens=48,
         chunk_overlap_tokens=0,
         sync_roots=roots,
+        outbound_allowed_networks="127.0.0.1/32",  # the test site is on loopback
     )
     async with AsyncExitStack() as stack:
         port = await stack.enter_async_context(serving(RetrieverService(settings), settings))
