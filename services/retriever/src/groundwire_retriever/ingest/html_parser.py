@@ -66,11 +66,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import lxml.html
-from bs4.dammit import EncodingDetector
 from html_to_markdown import ConversionError, ConversionOptions, PreprocessingOptions, convert
 from lxml import etree
 
 from groundwire_core.errors import InvalidInput
+from groundwire_retriever.ingest.charset import decode
 
 # Never content, wherever they sit: code, styling, navigation, embedded objects,
 # form controls (search boxes, theme pickers) and footers.
@@ -144,22 +144,9 @@ class HtmlPage:
 
 
 def decode_html(content: bytes) -> str:
-    """The page's text: UTF-8, else the charset the page declares."""
-    try:
-        return content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        utf8_error = error.start
-    declared = EncodingDetector.find_declared_encoding(content, is_html=True)
-    if declared:
-        try:
-            return content.decode(declared)
-        except (UnicodeDecodeError, LookupError):
-            raise InvalidInput(
-                f"the HTML declares charset {declared!r} but is not valid in it"
-            ) from None
-    raise InvalidInput(
-        f"the content is not valid UTF-8 (byte {utf8_error}) and declares no charset"
-    )
+    """The page's text, read as a browser reads it (``charset.decode``: byte-order
+    mark, declared charset, UTF-8, then a statistical guess). Raises InvalidInput."""
+    return decode(content, html=True)[0]
 
 
 def _text_of(element: Any) -> str:

@@ -29,6 +29,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from groundwire_core.errors import InvalidInput
+from groundwire_retriever.ingest.charset import decode, wide_bom
 from groundwire_retriever.ingest.chunker import parse_heading
 from groundwire_retriever.ingest.epub_parser import parse_epub
 from groundwire_retriever.ingest.html_parser import decode_html, parse_html
@@ -128,7 +129,8 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
         )
     if fmt in _BYTE_PARSERS:
         return _structured(_BYTE_PARSERS[fmt](content), title, stem)
-    _refuse_binary(content)
+    if not wide_bom(content):
+        _refuse_binary(content)
     if fmt == "html":
         try:
             page = parse_html(decode_html(content))
@@ -147,11 +149,9 @@ def parse(content: bytes, fmt: str, *, title: str = "", filename: str = "") -> P
             summary=page.summary,
             url=page.url,
         )
-    try:
-        text = content.decode("utf-8-sig")  # a byte-order mark would hide front matter
-    except UnicodeDecodeError as error:
-        raise InvalidInput(f"the content is not valid UTF-8 (byte {error.start})") from None
-    text = text.replace("\r\n", "\n")
+    # a byte-order mark is consumed (it would hide front matter); text that is not
+    # UTF-8 is read in the encoding a statistical guess finds (charset.decode)
+    text = decode(content, html=False)[0].replace("\r\n", "\n")
     if fmt == "rst":
         return _structured(parse_rst(text), title, stem)
     if fmt == "text":

@@ -26,10 +26,18 @@ is refused with that reason rather than silently dropped.
 The bibliographic fields (``:Author:``, ``:Date:``, ``:Tags:`` and any other field
 list at the top) are kept as properties, under their names in lower case, and taken
 out of the text.
+
+The title is docutils' document title (a lone top-level section), else the first
+heading of any level, else the first line that is bold as a whole (the AWS CLI's
+examples open with ``**To create a bucket**`` and have no section at all), else none
+(the caller falls back to the file name). Never the HTML page's ``<title>``: without
+a document title docutils writes its source name there, ``<string>`` (issue #32: all
+329 AWS CLI example pages were titled so).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from docutils import nodes
@@ -56,6 +64,19 @@ _SETTINGS: dict[str, Any] = {
     "traceback": True,  # errors reach us as exceptions, not as sys.exit
 }
 _MAX_PROPERTY_CHARS = 1_000
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.M)
+_BOLD_LINE = re.compile(r"^[ \t]*\*\*([^*\n]+?)\*\*[ \t]*[.:]?[ \t]*$", re.M)
+
+
+def title_of(markdown: str) -> str:
+    """The first heading's text (any level), else the first line bold as a whole, else
+    "" (the caller names the document by its file)."""
+    heading = _HEADING.search(markdown)
+    bold = _BOLD_LINE.search(markdown)
+    found = min(
+        (m for m in (heading, bold) if m is not None), key=lambda m: m.start(), default=None
+    )
+    return " ".join(found.group(1).split()) if found is not None else ""
 _MAX_LINE_CHARS = 10_000  # docutils' line_length_limit default: longer lines are dropped
 
 
@@ -103,7 +124,7 @@ def parse_rst(text: str) -> Extracted:
             raise InvalidInput("the document has no text") from None
         raise
     return Extracted(
-        title=title or page.title,
+        title=title or title_of(page.markdown),
         markdown=page.markdown,
         properties=properties,
         summary=page.summary,
