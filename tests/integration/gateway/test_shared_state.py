@@ -23,7 +23,7 @@ import pytest
 import redis
 from sqlalchemy import text
 
-from groundwire_core.database import create_engine
+from groundwire_core.database import create_engine, session_factory
 from groundwire_gateway.db import counters
 from tests.integration.gateway.conftest import GatewayProcess, Gateways
 from tests.redis_server import RedisServer
@@ -68,12 +68,11 @@ def quota_row(url: str) -> tuple[int, int]:
     day = int(time.time() // 86_400)
 
     async def run() -> dict[counters.CounterKey, int]:
-        from groundwire_core.database import session_factory
-
         engine = create_engine(url)
         try:
             async with session_factory(engine)() as session:
-                return await counters.counts(session, day)
+                found: dict[counters.CounterKey, int] = await counters.counts(session, day)
+                return found
         finally:
             await engine.dispose()
 

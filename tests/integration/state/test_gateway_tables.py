@@ -36,7 +36,7 @@ def _key(key_id: str, tenant: str, digest: str, **kw: object) -> keys.KeyRecord:
         str(kw.get("role", "read")),
         kw.get("collections"),  # type: ignore[arg-type]
         digest,
-        float(kw.get("created_at", time.time())),  # type: ignore[arg-type]
+        float(kw.get("created_at", time.time())),  # type: ignore[arg-type,unused-ignore]
         str(kw.get("name", "")),
     )
 
