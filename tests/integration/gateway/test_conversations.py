@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
+import httpx2
 import jwt
 import pytest
 import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from groundwire_cli.__main__ import main
 from groundwire_gateway.app import create_app
@@ -282,3 +285,20 @@ def test_retention_zero_stores_nothing(database_url: str) -> None:
             f"{url}/v1/admin/report", params={"collection": "docs"}, headers=headers(OPERATOR)
         ).json()
         assert report["answers"] == 0 and report["retention_days"] == 0
+
+
+async def test_an_mcp_answer_is_stored_for_its_caller(gateway: str) -> None:
+    async with (
+        httpx2.AsyncClient(headers=ALICE, timeout=60) as http,
+        Client(streamable_http_client(f"{gateway}/mcp", http_client=http)) as client,
+    ):
+        asked = await client.call_tool("ask", {"question": QUESTION})
+    assert not asked.is_error and asked.structured_content is not None
+    answer_id = asked.structured_content["answer_id"]
+    async with httpx.AsyncClient(base_url=gateway) as api:
+        (listed,) = (await api.get("/v1/conversations", headers=ALICE)).json()["conversations"]
+        stored = (await api.get(f"/v1/conversations/{listed['id']}", headers=ALICE)).json()
+        assert (await api.get("/v1/conversations", headers=BOB)).json()["conversations"] == []
+    (turn,) = stored["answers"]
+    assert (turn["id"], turn["via"], turn["question"]) == (answer_id, "mcp", QUESTION)
+    assert [c["number"] for c in turn["citations"]] == [1]
