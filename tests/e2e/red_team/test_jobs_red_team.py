@@ -5,6 +5,9 @@ the jobs' system of record in SQLite), with two tenants' created keys and the op
 5. Job reports crossed tenants when a collection name was reused (matched by name).
 6. Jobs of a ``public`` collection revealed hidden documents' ids to other tenants.
 8. Another tenant's write key cancelled the operator's jobs (visibility, not ownership).
+18. A ``?wait=true`` ingest answered 507 after writing some documents, without saying
+    which (here the store refuses writes after the fifth document, as a disk passing
+    its floor does).
 21. No cap on queued jobs or their bytes per tenant.
 
 (17, a worker exception leaving a job ``running`` forever, is in
@@ -14,7 +17,7 @@ the jobs' system of record in SQLite), with two tenants' created keys and the op
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +25,19 @@ from typing import Any
 
 import httpx
 import pytest
+from qdrant_client import QdrantClient
 
+from groundwire_core.errors import InsufficientStorage
 from groundwire_core.grpc.server import serving
 from groundwire_embedder.server import EmbedderService
 from groundwire_embedder.settings import EmbedderSettings
 from groundwire_gateway.app import create_app
 from groundwire_gateway.settings import GatewaySettings
+from groundwire_retriever.domain import Chunk, ChunkVectors
 from groundwire_retriever.server import RetrieverService
 from groundwire_retriever.settings import RetrieverSettings
+from groundwire_retriever.store import QdrantServerStore, VectorStore
+from groundwire_retriever.store.base import StagedSource
 
 OPERATOR = "red-team-operator-key-1"
 FINAL = ("succeeded", "failed", "cancelled")
@@ -82,8 +90,37 @@ def docs(prefix: str, count: int, access: list[str] | None = None) -> list[dict[
     return out
 
 
+class FillingStore(QdrantServerStore):
+    """qdrant-client's local mode whose disk "fills" after ``room`` sources: each later
+    write is refused with insufficient_storage, as the embedded engine's floor does."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__(":memory:", client=QdrantClient(location=":memory:"))
+        self.room = room
+
+    def stage_source(
+        self,
+        name: str,
+        source_id: str,
+        chunks: Sequence[tuple[Chunk, ChunkVectors]],
+        *,
+        generation: str | None = None,
+    ) -> StagedSource:
+        if self.room <= 0:
+            raise InsufficientStorage("the data disk is full (test)", retry_after_s=60)
+        self.room -= 1
+        return super().stage_source(name, source_id, chunks, generation=generation)
+
+
 @pytest.fixture
-async def cluster(minilm_dir: Path, tmp_path: Path) -> AsyncIterator[Cluster]:
+async def store() -> VectorStore | None:
+    return None  # the embedded engine
+
+
+@pytest.fixture
+async def cluster(
+    minilm_dir: Path, tmp_path: Path, store: VectorStore | None
+) -> AsyncIterator[Cluster]:
     async with AsyncExitStack() as stack:
         embedder = EmbedderSettings(port=0, model_dir=minilm_dir)
         e_port = await stack.enter_async_context(serving(EmbedderService(embedder), embedder))
@@ -95,7 +132,8 @@ async def cluster(minilm_dir: Path, tmp_path: Path) -> AsyncIterator[Cluster]:
             max_queued_jobs_per_tenant=MAX_JOBS,
             max_queued_job_bytes_per_tenant=MAX_BYTES,
         )
-        r_port = await stack.enter_async_context(serving(RetrieverService(retriever), retriever))
+        service = RetrieverService(retriever, store=store)
+        r_port = await stack.enter_async_context(serving(service, retriever))
         settings = GatewaySettings(
             retriever_addr=f"127.0.0.1:{r_port}", admin_api_keys=f"ops:{OPERATOR}"
         )
@@ -204,3 +242,20 @@ async def test_21_queued_jobs_and_their_bytes_are_capped_per_tenant(cluster: Clu
     assert (await cluster.finished("globex write", first))["state"] == "succeeded"
     again = await cluster.job("acme write", "many", docs("later", 1))
     assert (await cluster.finished("acme write", again))["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("store", [FillingStore(room=5)], ids=["disk-fills-after-5"])
+async def test_18_a_wait_ingest_that_fails_midway_reports_what_it_wrote(
+    cluster: Cluster,
+) -> None:
+    body = {"documents": docs("w", 12), "create_collection": True}
+    url = "/v1/admin/collections/waited/documents"
+    reply = await cluster.call("operator", "POST", url, params={"wait": "true"}, json=body)
+    assert reply.status_code == 507, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "insufficient_storage"
+    report = error["details"]
+    written = [d["source_id"] for d in report["documents"] if d["status"] == "ingested"]
+    assert written == [f"w-{i:03d}.md" for i in range(5)] and report["ingested"] == 5
+    sources = await cluster.call("operator", "GET", "/v1/admin/collections/waited/sources")
+    assert {s["source_id"] for s in sources.json()["sources"]} == set(written)

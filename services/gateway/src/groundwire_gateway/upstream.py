@@ -9,6 +9,7 @@ one conversion module), so every RPC's conversion stands here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -17,13 +18,18 @@ import grpc
 from groundwire.common.v1 import common_pb2
 from groundwire.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from groundwire_core.errors import BackendFailure
+from groundwire_core.errors import BackendFailure, GroundwireError
 from groundwire_core.grpc.client import check_health, create_channel, rpc_errors
 from groundwire_core.grpc.errors import from_error_info
 from groundwire_gateway import models
 from groundwire_gateway.settings import GatewaySettings
 from groundwire_gateway.state import SearchReply
-from groundwire_gateway.upstream_jobs import JobsClient, documents_to_proto
+from groundwire_gateway.upstream_jobs import (
+    IngestInterrupted,
+    JobsClient,
+    documents_to_proto,
+    ingest_report,
+)
 from groundwire_gateway.upstream_sync import SyncClient
 
 _DEP_STATUS: dict[int, str] = {
@@ -54,6 +60,15 @@ _DOC_STATUS: dict[int, str] = {
     retriever_pb2.DOCUMENT_STATUS_SKIPPED: "skipped",
     retriever_pb2.DOCUMENT_STATUS_UPDATED: "updated",
 }
+
+
+def _document_result(d: retriever_pb2.DocumentResult) -> models.DocumentResultOut:
+    return models.DocumentResultOut(
+        source_id=d.source_id,
+        status=_DOC_STATUS.get(d.status, "unspecified"),
+        chunks=d.chunks,
+        reason=d.reason,
+    )
 
 
 def _stage(st: common_pb2.StageReport) -> models.StageOut:
@@ -382,25 +397,28 @@ class Upstream:
             full_reindex=body.full_reindex,
         )
         report: retriever_pb2.IngestReport | None = None
-        with rpc_errors("retriever"):
-            async for event in self._retriever.Ingest(
-                request, timeout=self._settings.admin_timeout_s
-            ):
-                if event.WhichOneof("event") == "report":
-                    report = event.report
+        done: list[models.DocumentResultOut] = []  # as each document's switch landed
+        started = time.perf_counter()
+        try:
+            with rpc_errors("retriever"):
+                async for event in self._retriever.Ingest(
+                    request, timeout=self._settings.admin_timeout_s
+                ):
+                    if event.WhichOneof("event") == "report":
+                        report = event.report
+                    elif event.WhichOneof("event") == "progress":
+                        done.append(_document_result(event.progress.document))
+        except GroundwireError as error:
+            if not done:
+                raise
+            # e.g. 507 after some documents were written: say which (issue 31, 18)
+            partial = ingest_report(collection, done, time.perf_counter() - started)
+            raise IngestInterrupted(error, partial) from error
         if report is None:
             raise BackendFailure("the retriever sent no ingest report", dependency="retriever")
         return models.IngestReportOut(
             collection=collection,
-            documents=[
-                models.DocumentResultOut(
-                    source_id=d.source_id,
-                    status=_DOC_STATUS.get(d.status, "unspecified"),
-                    chunks=d.chunks,
-                    reason=d.reason,
-                )
-                for d in report.documents
-            ],
+            documents=[_document_result(d) for d in report.documents],
             ingested=report.ingested,
             updated=report.updated,
             unchanged=report.unchanged,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import grpc
 
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from groundwire_core.errors import BackendFailure
+from groundwire_core.errors import BackendFailure, GroundwireError
 from groundwire_core.grpc.client import rpc_errors
 from groundwire_gateway import job_models, models
 from groundwire_gateway.settings import GatewaySettings
@@ -116,6 +116,33 @@ def documents_to_proto(
         for name, content in files
     ]
     return documents
+
+
+class IngestInterrupted(Exception):
+    """A ``wait=true`` ingest that failed (``error``, e.g. insufficient_storage) after
+    some documents were written: ``report`` lists those, as their switches landed."""
+
+    def __init__(self, error: GroundwireError, report: models.IngestReportOut) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.report = report
+
+
+def ingest_report(
+    collection: str, documents: Sequence[models.DocumentResultOut], seconds: float
+) -> models.IngestReportOut:
+    """The report of the documents done (a partial ingest's), counted by status."""
+    written = ("ingested", "updated")
+    return models.IngestReportOut(
+        collection=collection,
+        documents=list(documents),
+        ingested=sum(d.status == "ingested" for d in documents),
+        updated=sum(d.status == "updated" for d in documents),
+        unchanged=sum(d.status == "unchanged" for d in documents),
+        skipped=sum(d.status == "skipped" for d in documents),
+        chunks_written=sum(d.chunks for d in documents if d.status in written),
+        seconds=seconds,
+    )
 
 
 class JobsClient:

@@ -18,9 +18,10 @@ from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import PUBLIC_TENANT, Principal
 from groundwire_gateway.errors import PermissionDenied
 from groundwire_gateway.routes import ADMIN_ERRORS
-from groundwire_gateway.routes.jobs import accepted
+from groundwire_gateway.routes.jobs import accepted, interrupted
 from groundwire_gateway.routes.security import admin_caller, writable
 from groundwire_gateway.state import GatewayState
+from groundwire_gateway.upstream_jobs import IngestInterrupted
 
 CollectionPath = Annotated[
     str, Path(pattern=models.COLLECTION_PATTERN, description="Collection name.")
@@ -179,7 +180,10 @@ def router(state: GatewayState) -> APIRouter:
     ) -> Any:
         """A job queued (202), or with ``wait`` the ingest done now and its report (200)."""
         if wait:
-            report = await state.upstream.ingest(name, body, files)
+            try:
+                report = await state.upstream.ingest(name, body, files)
+            except IngestInterrupted as partial:  # its error, with what was written
+                return interrupted(partial)
             if body.create_collection:
                 state.catalog.invalidate()
             return JSONResponse(report.model_dump(mode="json"), status_code=200)

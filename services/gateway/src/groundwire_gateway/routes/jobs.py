@@ -13,10 +13,12 @@ from groundwire_core.errors import GroundwireError, NotFound
 from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import Principal
 from groundwire_gateway.chat_session import SSE_PING_S, SSE_SEPARATOR, error_event, internal_error
+from groundwire_gateway.errors import error_body, error_headers, http_status
 from groundwire_gateway.routes import ADMIN_ERRORS
 from groundwire_gateway.routes.chat import _sse_events_schema
 from groundwire_gateway.routes.security import admin_caller
 from groundwire_gateway.state import GatewayState
+from groundwire_gateway.upstream_jobs import IngestInterrupted
 
 JobId = Annotated[str, Path(pattern=job_models.JOB_ID_PATTERN, description="Job id.")]
 FINAL = ("succeeded", "failed", "cancelled")
@@ -33,6 +35,20 @@ def accepted(job: job_models.JobOut) -> JSONResponse:
     """The 202 answer of a route that queued ``job`` (an ingest, a sync)."""
     body = job_models.JobAccepted(job=job, url=job_url(job.id))
     return JSONResponse(body.model_dump(mode="json", by_alias=True), status_code=202)
+
+
+def interrupted(partial: IngestInterrupted) -> JSONResponse:
+    """The answer of a ``wait=true`` ingest that failed after writing some documents:
+    the error's status and body, with the report of what was written as its
+    ``details`` (a 507 names the documents that are in, so a client resends the rest)."""
+    error = partial.error
+    body = error_body(
+        error.code,
+        error.message,
+        dependency=error.dependency,
+        details=partial.report.model_dump(mode="json"),
+    )
+    return JSONResponse(body, status_code=http_status(error), headers=error_headers(error))
 
 
 def router(state: GatewayState) -> APIRouter:
