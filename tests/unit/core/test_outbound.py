@@ -6,6 +6,7 @@ credentials used on their own origin only and never shown."""
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
 from collections.abc import Sequence
 
@@ -172,6 +173,25 @@ async def test_the_byte_cap_holds_while_streaming_and_before_a_declared_length()
             async with client.stream(f"http://127.0.0.1:{port}/") as response:
                 with pytest.raises(TooLarge, match="the body is 50000 bytes; the limit is 1000"):
                     await response.read(1000)
+
+
+async def test_a_compressed_body_is_capped_by_its_inflated_size() -> None:
+    bomb = gzip.compress(b"\0" * (64 << 20))  # ~64 KiB that inflate to 64 MiB
+    pages = {
+        "/bomb": Answer(body=bomb, headers={"content-encoding": "gzip"}),
+        "/small": Answer(body=gzip.compress(b"zebra " * 100), headers={"content-encoding": "gzip"}),
+        "/br": Answer(body=b"\x0b\x02\x80", headers={"content-encoding": "br"}),
+    }
+    async with raw_server(http(pages, Recorder())) as port:
+        base = f"http://127.0.0.1:{port}"
+        async with OutboundClient(LOOPBACK) as client:
+            assert len(bomb) < 1 << 20, "under the cap as sent"
+            with pytest.raises(TooLarge, match="over the limit of 1048576 bytes"):
+                await client.fetch(f"{base}/bomb", max_bytes=1 << 20)
+            _, small = await client.fetch(f"{base}/small")
+            assert small == b"zebra " * 100
+            with pytest.raises(OutboundRefused, match="content encoding 'br'"):
+                await client.fetch(f"{base}/br")
 
 
 async def test_closed_open_non_http_and_silent_ports_give_one_message() -> None:
