@@ -29,16 +29,18 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         await engine.dispose()
 
 
-def _key(key_id: str, tenant: str, digest: str, **kw: object) -> keys.KeyRecord:
-    return keys.KeyRecord(
-        key_id,
-        tenant,
-        str(kw.get("role", "read")),
-        kw.get("collections"),  # type: ignore[arg-type]
-        digest,
-        float(kw.get("created_at", time.time())),  # type: ignore[arg-type,unused-ignore]
-        str(kw.get("name", "")),
-    )
+def _key(
+    key_id: str,
+    tenant: str,
+    digest: str,
+    *,
+    role: str = "read",
+    collections: frozenset[str] | None = None,
+    created_at: float | None = None,
+    name: str = "",
+) -> keys.KeyRecord:
+    when = time.time() if created_at is None else created_at
+    return keys.KeyRecord(key_id, tenant, role, collections, digest, when, name)
 
 
 async def test_the_migration_matches_the_table_modules(engine: AsyncEngine) -> None:
