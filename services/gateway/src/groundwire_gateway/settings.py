@@ -117,7 +117,7 @@ class GatewaySettings(ServiceSettings):
         SecretStr(""),
         description="The system of record of tenants, API keys, audit events, conversations "
         "and feedback: postgresql://user:password@host/db (compose, Kubernetes) or "
-        "sqlite:///path (the embedded default); empty = SQLite in memory, gone at restart. "
+        "sqlite:///path (the embedded default); empty = a throw-away SQLite file, removed at stop. "
         "`groundwire up` sets sqlite:///GROUNDWIRE_HOME/state/gateway.sqlite3.",
     )
     migrate_on_start: bool = Field(
