@@ -173,6 +173,8 @@ async def test_the_byte_cap_holds_while_streaming_and_before_a_declared_length()
             async with client.stream(f"http://127.0.0.1:{port}/") as response:
                 with pytest.raises(TooLarge, match="the body is 50000 bytes; the limit is 1000"):
                     await response.read(1000)
+            async with client.stream(f"http://127.0.0.1:{port}/") as response:  # robots.txt's way
+                assert await response.read(1000, truncate=True) == b"x" * 1000
 
 
 async def test_a_compressed_body_is_capped_by_its_inflated_size() -> None:

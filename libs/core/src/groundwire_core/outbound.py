@@ -208,13 +208,14 @@ class OutboundResponse:
     _cap: int
     _deadline: float
 
-    async def read(self, limit: int | None = None) -> bytes:
+    async def read(self, limit: int | None = None, *, truncate: bool = False) -> bytes:
         """The body, at most ``limit`` bytes (never more than the policy's cap).
         Raises TooLarge as soon as the declared length or the bytes received pass it
-        (nothing past the cap is kept), NoAnswer when the body does not arrive."""
+        (nothing past the cap is kept; with ``truncate`` the first bytes up to the
+        cap are the answer instead), NoAnswer when the body does not arrive."""
         cap = self._cap if limit is None else min(limit, self._cap)
         declared = self.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cap:
+        if declared.isdigit() and int(declared) > cap and not truncate:
             raise TooLarge(
                 f"{self.url}: the body is {declared} bytes; the limit is {cap}", limit=cap
             )
@@ -225,6 +226,9 @@ class OutboundResponse:
                 async for raw in self._response.aiter_raw():
                     room = cap - len(body)
                     piece = raw if inflate is None else inflate.decompress(raw, room + 1)
+                    if len(piece) > room and truncate:
+                        body.extend(piece[:room])
+                        break
                     if len(piece) > room:
                         raise TooLarge(
                             f"{self.url}: the body is over the limit of {cap} bytes", limit=cap

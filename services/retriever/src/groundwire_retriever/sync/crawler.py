@@ -210,8 +210,8 @@ class WebSource:
                     self._robots.parse([])
                 elif status >= 500:
                     raise Unavailable(f"{url}: HTTP {status}", dependency="website")
-                else:
-                    body = await _head(response, MAX_ROBOTS_BYTES)
+                else:  # past its size limit a robots.txt is read no further (as Google's)
+                    body = await response.read(MAX_ROBOTS_BYTES, truncate=True)
                     self._robots.parse(body.decode("utf-8", "replace").splitlines())
         except RedirectRefused:
             self._robots.parse([])
@@ -298,15 +298,6 @@ class WebSource:
         except NoAnswer:
             return Found(url, reason="could not be fetched (no HTTP answer)")
         return _Page(normalize(response.url), fmt, body)
-
-
-async def _head(response: OutboundResponse, limit: int) -> bytes:
-    """The body's first ``limit`` bytes at most (a robots.txt past its size limit is
-    read no further, as Google's parser does). Raises NoAnswer."""
-    try:
-        return await response.read(limit)
-    except TooLarge:
-        return b""  # nothing kept past the cap: read as an empty file (allow all)
 
 
 class _LinkParser(HTMLParser):
