@@ -2,8 +2,13 @@
 
 Every source opens: a citation links to the source's URL when it has one, and here
 otherwise. The page is built from the chunks the retriever stores (ReadSource), in
-document order; all of their text is escaped and shown as pre-wrapped text, so no
-markup from a document ever runs or renders. The cited chunk carries the class
+document order. Stored text is Markdown (every format is converted to it at ingest),
+so it is rendered as its author wrote it (issue #32: fences and ``**`` showed raw):
+markdown-it-py (MIT) in CommonMark mode plus tables, with raw HTML off (a document's
+``<script>`` or ``<img onerror>`` is shown as text, escaped), images off and link
+targets checked by markdown-it's own rules (no ``javascript:``); code is in ``<pre>``
+and ``<code>``. A plain-text source (``.txt``, ``.log``) stays pre-wrapped text.
+No script runs on the page (its CSP allows none). The cited chunk carries the class
 ``cited`` and an ``id="cited"`` anchor, so a link ending in ``#cited`` scrolls to it
 without any script; with ``start`` and ``end`` (a citation's ``source_span``: a range
 of the chunk's text) the supporting sentence inside it is a ``<mark>``. Access is
@@ -16,6 +21,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import HTMLResponse
+from markdown_it import MarkdownIt
 
 from groundwire_core.urls import is_web_url
 from groundwire_gateway import models
@@ -38,6 +44,17 @@ _JSON_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+_PLAIN_SUFFIXES = (".txt", ".text", ".log", ".csv", ".tsv")
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+"""Private-use characters put around the highlighted range before rendering, turned
+into ``<mark>`` after (a document's own are replaced first, same length)."""
+_MARKDOWN = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    .enable("table")
+    .disable("image")
+)
+
+
 def _chunk_html(text: str, span: tuple[int, int] | None) -> str:
     """The chunk's text escaped, ``span`` (when it lies inside the text) marked."""
     if span is None or not 0 <= span[0] < span[1] <= len(text):
@@ -47,6 +64,24 @@ def _chunk_html(text: str, span: tuple[int, int] | None) -> str:
         f"{escape(text[:start])}<mark class=\"evidence\">{escape(text[start:end])}</mark>"
         f"{escape(text[end:])}"
     )
+
+
+def _markdown_html(text: str, span: tuple[int, int] | None) -> str | None:
+    """The chunk's Markdown rendered (raw HTML escaped), ``span`` marked; None when the
+    span crosses a line (a mark across blocks would not nest: shown as text instead)."""
+    text = text.replace(_MARK_OPEN, "\ufffd").replace(_MARK_CLOSE, "\ufffd")
+    if span is not None and 0 <= span[0] < span[1] <= len(text):
+        start, end = span
+        if "\n" in text[start:end].strip():
+            return None
+        text = f"{text[:start]}{_MARK_OPEN}{text[start:end]}{_MARK_CLOSE}{text[end:]}"
+    html: str = _MARKDOWN.render(text)
+    return html.replace(_MARK_OPEN, '<mark class="evidence">').replace(_MARK_CLOSE, "</mark>")
+
+
+def is_plain_text(source_id: str) -> bool:
+    """Whether a source is plain text (shown pre-wrapped, not rendered as Markdown)."""
+    return source_id.lower().endswith(_PLAIN_SUFFIXES)
 
 
 def render_document(
@@ -78,18 +113,25 @@ def render_document(
         "<main>",
     ]
     # A chunk's text starts with its heading path already: no separate headings.
+    plain = is_plain_text(doc.source_id)
     for chunk in doc.chunks:
         is_cited = bool(cited) and chunk.chunk_id == cited
         classes = "chunk cited" if is_cited else "chunk"
         current = ' aria-current="true"' if is_cited else ""
         anchor = '<span id="cited"></span>' if is_cited else ""
         label = "Cited passage" if is_cited else f"Chunk {chunk.chunk_index}"
+        marked = span if is_cited else None
+        rendered = None if plain else _markdown_html(chunk.text, marked)
+        body = (
+            f'<div class="text">{_chunk_html(chunk.text, marked)}</div>'
+            if rendered is None
+            else f'<div class="text markdown">{rendered}</div>'
+        )
         parts.append(
             f'<section class="{classes}" id="chunk-{chunk.chunk_index}" '
             f'data-chunk-id="{escape(chunk.chunk_id)}"{current}>{anchor}'
             f'<p class="label">{label}</p>'
-            f'<div class="text">{_chunk_html(chunk.text, span if is_cited else None)}</div>'
-            "</section>"
+            f"{body}</section>"
         )
     if doc.total > len(doc.chunks):
         parts.append(f'<p class="meta">… and {doc.total - len(doc.chunks)} more chunks.</p>')
@@ -114,8 +156,9 @@ def router(state: GatewayState) -> APIRouter:
         openapi_extra=OPTIONAL_AUTH,
         summary="A stored source as an HTML page, the cited chunk marked (link to #cited).",
         description="What a citation links to when its source has no URL: the source's "
-        "stored chunks in document order, every character escaped (no markup from the "
-        "document renders). `chunk` marks one chunk (class `cited`, anchor `#cited`); "
+        "stored chunks in document order, their Markdown rendered with raw HTML escaped "
+        "(no markup from the document runs). `chunk` marks one chunk (class `cited`, "
+        "anchor `#cited`); "
         "`start` and `end` (a citation's `source_span`) highlight that range of its text. "
         "Guarded like POST /v1/search: the same optional key, rate and quota.",
     )
