@@ -258,6 +258,14 @@ def test_no_route_shows_a_conversation_to_another_tenant_or_end_user(gateway: st
         assert joined.status_code == 404, who
         assert QUESTION not in joined.text, who
 
+    # an end-user id longer than the column (a token's claim has no bound) still owns its own
+    long_user = headers(ACME, "u" * 300)
+    theirs = chat(gateway, long_user)["conversation_id"]
+    assert httpx.get(f"{gateway}/v1/conversations/{theirs}", headers=long_user).status_code == 200
+    assert httpx.get(f"{gateway}/v1/conversations/{theirs}", headers=BOB).status_code == 404
+    shorter = headers(ACME, "u" * 299)
+    assert httpx.get(f"{gateway}/v1/conversations/{theirs}", headers=shorter).status_code == 404
+
     # nothing an outsider tried was recorded against her answer or conversation
     mine = httpx.get(f"{gateway}/v1/conversations/{conversation_id}", headers=ALICE).json()
     assert [a["id"] for a in mine["answers"]] == [answer_id]

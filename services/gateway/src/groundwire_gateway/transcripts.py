@@ -10,6 +10,7 @@ never raised (the answer was already sent). Who may read what is
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -39,12 +40,22 @@ def store_of(state: GatewayState) -> ConversationStore | None:
     return store
 
 
+MAX_END_USER_CHARS = 200
+"""Longer end-user ids (a token's claim has no bound) are kept as their SHA-256."""
+
+
+def _end_user_id(user: str) -> str:
+    if len(user) <= MAX_END_USER_CHARS:
+        return user
+    return "sha256:" + hashlib.sha256(user.encode()).hexdigest()
+
+
 def reader_of(principal: Principal) -> Reader:
     """The conversations reader a request's principal is."""
     return Reader(
         tenant=principal.tenant,
         key_id=principal.key_id or "",
-        end_user=principal.end_user.user if principal.end_user is not None else None,
+        end_user=_end_user_id(principal.end_user.user) if principal.end_user is not None else None,
         client=principal.client,
         everyone=principal.operator,
     )

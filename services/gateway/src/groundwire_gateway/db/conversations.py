@@ -506,7 +506,7 @@ class ConversationStore:
         try:
             async with self._sessions() as session, session.begin():
                 await record_turn(session, reader, turn)
-        except (SQLAlchemyError, OSError):
+        except Exception:  # the answer was already sent: whatever failed, log it
             log.exception("the answer %s was not stored", turn.answer_id)
             return False
         await self.prune_if_due()
