@@ -24,6 +24,7 @@ from groundwire_retriever.domain import (
     SparseVec,
 )
 from groundwire_retriever.ingest.pipeline import DocumentInput
+from groundwire_retriever.live import LiveResult
 from groundwire_retriever.service import DocumentOutcome
 from groundwire_retriever.sync import (
     SourceKind,
@@ -365,3 +366,22 @@ def sync_event_to_proto(item: SyncProgress | SyncReport) -> retriever_pb2.SyncEv
             seconds=item.seconds,
         )
     )
+
+
+def live_result_to_proto(result: LiveResult) -> retriever_pb2.LookupLiveResponse:
+    """A live lookup's sections, the pages it tried and its counts."""
+    response = retriever_pb2.LookupLiveResponse(
+        fetches=[
+            retriever_pb2.LiveFetch(
+                url=f.url, outcome=f.outcome, reason=f.reason, fetched_at=f.fetched_at
+            )
+            for f in result.fetches
+        ],
+        lookups=result.lookups,
+        allowed_domains=list(result.allowed_domains),
+        candidates=result.candidates,
+        seconds=result.seconds,
+    )
+    for hit in result.hits:
+        hit_to_proto(hit, response.hits.add())
+    return response

@@ -20,6 +20,7 @@ from groundwire_retriever.db.jobs import JobTables
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy
 from groundwire_retriever.ingest.sandbox import ParseSandbox
 from groundwire_retriever.jobs.runner import JobPolicy, JobRunner
+from groundwire_retriever.live import LiveLookup, LivePolicy
 from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
 from groundwire_retriever.store import EdgeStore, VectorStore
@@ -43,6 +44,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         self._sandbox: ParseSandbox | None = None
         self._jobs: JobRunner | None = None
         self._database: AsyncEngine | None = None
+        self._live: LiveLookup | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(self, server)
@@ -71,6 +73,18 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             keep_multi_vectors=s.keep_multi_vectors,
         )
         await self._core.start()
+        self._live = LiveLookup(
+            self._core,
+            EmbedderClient(self._channel),
+            outbound=s.outbound_policy(),
+            policy=LivePolicy(
+                max_lookups=s.live_max_lookups,
+                max_page_bytes=s.live_max_page_bytes,
+                fetch_timeout_s=s.live_fetch_timeout_s,
+                total_timeout_s=s.live_total_timeout_s,
+                domains={k: tuple(v) for k, v in s.live_domains.items()},
+            ),
+        )
         # the system of record of the jobs: shared by every replica (PostgreSQL), or a
         # SQLite file beside the collections for one machine
         url = s.database_url.get_secret_value() or sqlite_url(
@@ -325,6 +339,23 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             collections=len(specs),
             storage_warning=self.core.storage_warning(),
         )
+
+    async def LookupLive(
+        self, request: retriever_pb2.LookupLiveRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.LookupLiveResponse:
+        if self._live is None:
+            raise RuntimeError("the retriever is not started")
+        if not self._settings.live_max_lookups:
+            raise InvalidInput("live lookups are off (LIVE_MAX_LOOKUPS is 0)")
+        result = await self._live.lookup(
+            request.collection,
+            request.query,
+            max_lookups=request.max_lookups,
+            allowed_domains=list(request.allowed_domains),
+            limit=request.limit or 5,
+            timeout_s=request.timeout_s,
+        )
+        return convert.live_result_to_proto(result)
 
     async def Sync(
         self, request: retriever_pb2.SyncRequest, context: grpc.aio.ServicerContext

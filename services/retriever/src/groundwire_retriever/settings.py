@@ -247,6 +247,38 @@ class RetrieverSettings(ServiceSettings):
         "so a caller cannot sync the cluster's own services (docs/security.md).",
     )
 
+    live_max_lookups: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Pages a live documentation lookup (LookupLive, docs/live-docs.md) "
+        "fetches or tries at most per question; a request may ask for fewer. 0 turns "
+        "live lookups off.",
+    )
+    live_max_page_bytes: int = Field(
+        2 * 1024 * 1024,
+        ge=1024,
+        description="A live page is read no further than this (and MAX_DOCUMENT_BYTES): "
+        "a larger one is refused with the reason.",
+    )
+    live_fetch_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="Seconds for one live page fetch, redirects included."
+    )
+    live_total_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Seconds for a whole live lookup (robots.txt, sitemaps, pages); a "
+        "request may ask for less.",
+    )
+    live_domains: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per collection, the domains a live lookup may fetch from "
+        '(JSON: {"docs": ["docs.example.com", "http://127.0.0.1:8080"]}); a collection '
+        "not named uses the hosts of its web sources (what its website syncs stored). "
+        "OUTBOUND_ALLOWED_HOSTS and OUTBOUND_ALLOWED_NETWORKS apply on top.",
+    )
+
     @field_validator("outbound_allowed_networks")
     @classmethod
     def _networks_are_cidrs(cls, value: str) -> str:
