@@ -227,10 +227,11 @@ class WebSource:
         while pending and read < MAX_SITEMAPS:
             current = pending.pop(0)
             read += 1
-            outcome = await self._fetch(client, current, sitemap=True)
+            try:
+                outcome = await self._fetch(client, current, sitemap=True)
+            except OutboundRefused as error:  # off the site, or an address refused
+                raise InvalidInput(f"sitemap {current}: {error.message}") from None
             if isinstance(outcome, Found):
-                if not outcome.present:  # refused, gone, off the site: the definition's fault
-                    raise InvalidInput(f"sitemap {current}: {outcome.reason}")
                 raise Unavailable(f"sitemap {current}: {outcome.reason}", dependency="website")
             is_index, locations = _sitemap(outcome.content, current)
             if is_index:
@@ -263,8 +264,8 @@ class WebSource:
                 return await self._read(url, response, sitemap=sitemap)
         except OutboundRefused as error:  # a redirect not followed, or an address refused
             start = normalize(self._definition.location)
-            if url == start and not isinstance(error, RedirectRefused):
-                raise  # the start URL itself may not be fetched: the definition cannot run
+            if sitemap or (url == start and not isinstance(error, RedirectRefused)):
+                raise  # the start URL or a sitemap may not be fetched: the definition cannot run
             return Found(url, reason=error.message, present=False)
         except NoAnswer:
             return Found(url, reason="could not be fetched (no HTTP answer)")
