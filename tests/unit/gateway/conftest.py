@@ -78,6 +78,7 @@ class FakeStream:
         self.delay_s = delay_s
         self.cancelled = False
         self.done = False
+        self.llm_tokens: int | None = None
 
     def __aiter__(self) -> AsyncIterator[models.AskEvent]:
         return self._play()

@@ -292,7 +292,7 @@ async def test_required_keys(make_client: Any, error_json: Any) -> None:
 
 async def test_token_budget_charges_input_and_answer(make_client: Any, error_json: Any) -> None:
     # input: ceil(20/4) + 4 = 9 tokens; answer: 47 characters -> 12 tokens
-    client = make_client(token_budget_per_day=30)
+    client = make_client(token_budget_per_day=30, chat_token_reserve=0)
     body = {"messages": [{"role": "user", "content": "q" * 20}]}
     assert (await client.post("/v1/chat", json=body)).status_code == 200  # 9 + 12 = 21 used
     response = await client.post("/v1/chat", json=body)  # 21 + 9 > 30

@@ -60,7 +60,7 @@ async def test_search_spends_the_token_budget_and_is_refused_like_chat(
 async def test_a_spent_budget_refuses_search_before_the_upstream(
     make_client: Any, upstream: Any, error_json: Any
 ) -> None:
-    client = make_client(api_keys=KEYS, token_budget_per_day=10)
+    client = make_client(api_keys=KEYS, token_budget_per_day=10, chat_token_reserve=0)
     # a chat whose input alone spends the budget (4 + 6 tokens)
     chat = await client.post(
         "/v1/chat",

@@ -275,7 +275,8 @@ def test_search_asks_spend_the_token_budget_but_hold_no_slot() -> None:
     assert (search.tokens, search.budget, search.slots) == (50, 100, 0)
     assert search.rate == 60
     chat = lim.ask_for("chat", "ip:x", "public", tokens=50)
-    assert (chat.tokens, chat.budget, chat.slots, chat.rate) == (50, 100, 3, 15)
+    assert (chat.tokens - chat.reserved, chat.budget, chat.slots, chat.rate) == (50, 100, 3, 15)
+    assert chat.reserved == GatewaySettings().chat_token_reserve > 0  # settled at release
 
 
 def test_tenant_budget_overrides() -> None:

@@ -10,8 +10,11 @@ unless every check passes (so a rejected request never counts against a quota):
 2. **daily quota**: a counter per tenant per UTC day; callers without an API key
    share one bucket of their own (``anonymous_daily_quota``), so anonymous traffic
    can never spend a keyed tenant's quota;
-3. **token budget**: tokens per tenant per UTC day: a chat's input is charged at
-   admission and its answer when it ends; a search asks for its query's tokens at
+3. **token budget**: tokens per tenant per UTC day. A chat reserves its input plus
+   an estimate of its LLM calls (``chat_token_reserve``) at admission and is settled
+   when it ends to what its LLM calls reported (analysis, listwise, answer, judge,
+   agent steps), so concurrent chats overshoot a budget by at most what one
+   request spends beyond its estimate; a search asks for its query's tokens at
    admission and is charged the LLM tokens its analysis and listwise calls used
    (see :meth:`Limiter.release`);
 4. **chat slots**: a lease per in-flight chat; leases expire on their own if a
@@ -131,16 +134,18 @@ return {1, 'ok', 0}
 """
 
 # KEYS: 1 tenant tokens (hash). ARGV: 1 tokens. Adds to today's count (may pass the
-# budget: the next admission is refused, not this answer cut off).
+# budget: the next admission is refused, not this answer cut off); a negative count
+# returns a reservation, never below 0.
 CHARGE_LUA = """
 local t = redis.call('TIME')
 local day = math.floor(tonumber(t[1]) / 86400)
 local b = redis.call('HMGET', KEYS[1], 'day', 'used')
 local spent = 0
 if tonumber(b[1]) == day then spent = tonumber(b[2]) or 0 end
-redis.call('HSET', KEYS[1], 'day', day, 'used', spent + tonumber(ARGV[1]))
+local used = math.max(0, spent + tonumber(ARGV[1]))
+redis.call('HSET', KEYS[1], 'day', day, 'used', used)
 redis.call('EXPIRE', KEYS[1], 2 * 86400)
-return spent + tonumber(ARGV[1])
+return used
 """
 
 # KEYS: counters to seed (hashes). ARGV: day, then one count per key. Raises each
@@ -200,6 +205,9 @@ class Ask:
     member: str = field(default_factory=lambda: uuid.uuid4().hex)
     quota_bucket: str = ANONYMOUS_BUCKET
     """Whose daily quota this request spends: ``tenant:<name>`` or ``anonymous``."""
+    reserved: int = 0
+    """Of ``tokens``, the estimate reserved for what the request spends beyond its
+    input (a chat's LLM calls); :meth:`Limiter.release` settles it."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,8 @@ class Counters(Protocol):
         """Frees the chat slot held by ``member`` (no-op when it holds none)."""
 
     async def charge(self, tenant: str, tokens: int) -> None:
-        """Adds ``tokens`` to the tenant's count for today."""
+        """Adds ``tokens`` to the tenant's count for today (a negative settlement
+        returns a reservation; the count never goes below 0)."""
 
 
 class DailyRecord(Protocol):
@@ -297,7 +306,7 @@ class LocalCounters:
     async def charge(self, tenant: str, tokens: int) -> None:
         day = int(self._clock() // DAY_S)
         token_day, spent = self._tokens.get(tenant, (day, 0))
-        self._tokens[tenant] = (day, (spent if token_day == day else 0) + tokens)
+        self._tokens[tenant] = (day, max(0, (spent if token_day == day else 0) + tokens))
 
     def restore(self, day: int, counts: dict[tuple[str, str], int]) -> None:
         """Raises each daily counter of ``day`` to at least its durable count."""
@@ -446,11 +455,13 @@ class Limiter:
         """The limits that apply to one request of ``kind`` from ``client``.
 
         ``tokens``: a chat's input tokens, or a search's query tokens (its LLM tokens
-        are charged when it ends). A client ``ip:…`` has no API key: it spends the
-        anonymous quota bucket, never its tenant's."""
+        are charged when it ends). A chat also reserves ``chat_token_reserve``, the
+        estimate of its LLM calls, settled when it ends. A client ``ip:…`` has no API
+        key: it spends the anonymous quota bucket, never its tenant's."""
         s = self._settings
         chat = kind == "chat"
         anonymous = is_anonymous(client)
+        reserve = s.chat_token_reserve if chat else 0
         return Ask(
             client=client,
             tenant=tenant,
@@ -458,7 +469,8 @@ class Limiter:
             rate=s.rate_limit_per_min if chat else s.search_rate_limit_per_min,
             window_s=s.rate_limit_window_s,
             quota=s.anonymous_daily_quota if anonymous else s.daily_quota,
-            tokens=tokens,
+            tokens=tokens + reserve,
+            reserved=reserve,
             budget=self._budgets.get(tenant, s.token_budget_per_day),
             slots=s.max_inflight_chats if chat else 0,
             lease_ttl_s=s.chat_timeout_s + 10.0,
@@ -489,20 +501,28 @@ class Limiter:
             self._daily.admitted(ask)
         return Ticket(ask, counters)
 
-    async def release(self, ticket: Ticket, answer_tokens: int = 0) -> None:
-        """Ends an admitted request: frees its chat slot, charges ``answer_tokens`` (a
-        chat's answer, a search's LLM calls). Never raises: a lease left in Redis
-        expires on its own."""
+    async def release(
+        self, ticket: Ticket, answer_tokens: int = 0, *, spent: int | None = None
+    ) -> None:
+        """Ends an admitted request: frees its chat slot and settles its tokens. With
+        ``spent`` (every LLM call's tokens, as the orchestrator reported them) the
+        request costs exactly that; else ``answer_tokens`` (a chat's answer, a
+        search's LLM calls) on top of its input. What was reserved at admission is
+        returned either way. Never raises: a lease left in Redis expires on its own."""
+        if spent is not None:
+            tokens = spent - ticket.ask.tokens
+        else:
+            tokens = answer_tokens - ticket.ask.reserved
         if ticket.released:
             return
         ticket.released = True
         try:
             if ticket.ask.slots > 0:
                 await ticket.counters.release(ticket.ask.member)
-            if ticket.ask.budget > 0 and answer_tokens > 0:
+            if ticket.ask.budget > 0 and tokens != 0:
                 if self._daily is not None:
-                    self._daily.charged(ticket.ask.tenant, answer_tokens)
-                await ticket.counters.charge(ticket.ask.tenant, answer_tokens)
+                    self._daily.charged(ticket.ask.tenant, tokens)
+                await ticket.counters.charge(ticket.ask.tenant, tokens)
         except _REDIS_FAILURES as error:
             self._redis_failed(error)
 

@@ -202,6 +202,14 @@ class GatewaySettings(ServiceSettings):
         description="Tokens per tenant per UTC day: chat input (approximate) and answer, "
         "search queries and the LLM tokens of their analysis and listwise calls; 0 = off.",
     )
+    chat_token_reserve: int = Field(
+        4000,
+        ge=0,
+        description="Tokens a chat reserves from its tenant's budget at admission beyond "
+        "its input: an estimate of its LLM calls (analysis, listwise, answer, judge), "
+        "settled to what they used when it ends. Concurrent chats pass a budget by at most "
+        "what one spends beyond this; 0 = charge the input at admission only.",
+    )
     tenant_token_budgets: str = Field(
         "", description="Per-tenant overrides 'tenant:tokens,…' of token_budget_per_day."
     )

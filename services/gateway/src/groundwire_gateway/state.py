@@ -19,6 +19,10 @@ from groundwire_gateway.sync_models import SyncBody, SyncReportOut
 class EventStream(Protocol):
     """One Ask call's events (``upstream.AskStream``, or a fake)."""
 
+    llm_tokens: int | None
+    """Tokens of every LLM call the answer made, once its done event came (None: not
+    reported); the chat's token budget is settled with it."""
+
     def __aiter__(self) -> AsyncIterator[models.AskEvent]: ...
 
     def cancel(self) -> bool: ...

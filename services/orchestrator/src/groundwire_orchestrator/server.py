@@ -111,18 +111,25 @@ class OrchestratorService(orchestrator_pb2_grpc.OrchestratorServiceServicer):
                 f"{self._settings.ask_max_bytes}"
             )
         try:
-            events = self.pipeline.ask(
-                AskInput(
-                    collection=request.collection,
-                    messages=convert.turns_from_proto(request.messages),
-                    filters=convert.filters_from_proto(request.filters),
-                    listwise=request.listwise_rerank,
-                    max_agent_steps=request.max_agent_steps,
-                    instructions=request.instructions,
+            # every LLM call of this answer (analysis, listwise, answer, judge, agent
+            # steps) is metered and reported on its done event: the gateway charges
+            # the tenant what the chat spent, not only its input and answer (#31)
+            with usage.metered() as spent:
+                events = self.pipeline.ask(
+                    AskInput(
+                        collection=request.collection,
+                        messages=convert.turns_from_proto(request.messages),
+                        filters=convert.filters_from_proto(request.filters),
+                        listwise=request.listwise_rerank,
+                        max_agent_steps=request.max_agent_steps,
+                        instructions=request.instructions,
+                    )
                 )
-            )
-            async for event in events:
-                yield convert.event_to_proto(event)
+                async for event in events:
+                    out = convert.event_to_proto(event)
+                    if out.HasField("done") and (spent.input_tokens or spent.output_tokens):
+                        out.done.llm_usage.CopyFrom(convert.usage_to_proto(spent))
+                    yield out
         except GroundwireError as error:
             yield orchestrator_pb2.AskEvent(error=to_error_info(error))
 
