@@ -10,6 +10,11 @@ construction) behind the gateway app, and the output of every surface grepped:
 - the chat page's transcript in headless Chromium (chips, their titles, the stages).
 
 Each citation is ``quoted`` (verbatim, nothing judged), and each surface says so.
+
+The gateway requires a key here, as a tenant's would: the page carries it on every
+call, the citation chips included (the source view 404'd for tenant keys), and the
+source view and the search results show the Markdown rendered (a screenshot of the
+view is written to SCREENSHOT).
 """
 
 from __future__ import annotations
@@ -40,14 +45,19 @@ from tests.integration.gateway.chain import serve_chain
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DOCS = {
-    "limits.md": "# Rate limits\n\nRate limits are enforced per API key. Each API key may "
-    "send sixty requests per minute; beyond that the gateway answers with HTTP 429.",
+    "limits.md": "# Rate limits\n\nRate limits are enforced **per API key**. Each API key may "
+    "send sixty requests per minute; beyond that the gateway answers with HTTP 429.\n\n"
+    "## Raising a limit\n\nSet a higher limit in `groundwire.toml` and restart:\n\n"
+    "```toml\n[gateway]\nrate_per_minute = 120\n```\n\n"
+    "| setting | default |\n|---|---|\n| `rate_per_minute` | 60 |\n",
     "roses.md": "# Pruning roses\n\nCut each cane just above an outward-facing bud in late "
     "winter, removing dead and crossing stems first.",
 }
 QUESTION = "How many requests per minute may one API key send?"
 OVERSTATED = re.compile(r"\b(verified|supported)\b", re.IGNORECASE)
 CHROMIUM = "/usr/bin/chromium"
+KEY = "acme-tenant-key-honest-labels"
+SCREENSHOT = Path("/tmp/source-view-markdown.png")
 
 
 @dataclass
@@ -76,10 +86,14 @@ async def served(
             docs=DOCS,
             llm_url="http://127.0.0.1:9",  # never called: no key
             orchestrator={"anthropic_api_key": None},
+            gateway={"api_keys": f"acme:{KEY}", "require_api_key": True},
         )
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                transport=httpx2.ASGITransport(app=app), base_url="http://gw", timeout=60
+                transport=httpx2.ASGITransport(app=app),
+                base_url="http://gw",
+                timeout=60,
+                headers={"authorization": f"Bearer {KEY}"},
             )
         )
         port = _free_port()
@@ -169,27 +183,49 @@ def profile(tmp_path: Path) -> Path:
     return tmp_path / "profile"
 
 
-async def test_the_page_says_quoted_passages_not_supported(served: Served, profile: Path) -> None:
+async def test_the_page_says_quoted_passages_and_its_chips_open_with_the_key(
+    served: Served, profile: Path
+) -> None:
     async with async_playwright() as p:
         context = await p.chromium.launch_persistent_context(
             str(profile),
             executable_path=CHROMIUM,
             headless=True,
             args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
+            viewport={"width": 1100, "height": 800},
         )
         try:
             page = await context.new_page()
             await page.goto(f"{served.url}/")
+            await page.get_by_label("API key (if the server requires one)").fill(KEY)
             await page.get_by_label("Your question").fill(QUESTION)
             await page.get_by_role("button", name="Ask").click()
             await page.locator(".answer[data-state='done']").wait_for(timeout=60_000)
-            await page.locator("#citations .chip").first.wait_for(timeout=10_000)
+            chips = page.locator("#citations .chip")
+            await chips.first.wait_for(timeout=10_000)
             shown = await page.locator("body").inner_text()
-            titles = await page.locator("#citations .chip").evaluate_all(
-                "chips => chips.map(c => c.title)"
-            )
+            titles = await chips.evaluate_all("chips => chips.map(c => c.title)")
+            # the chip opens the stored document with the key (no URL: the source view)
+            async with context.expect_page() as opened:
+                await chips.first.click()
+            tab = await opened.value
+            await tab.locator("section.chunk.cited").wait_for(timeout=30_000)
+            view = await tab.content()
+            await tab.screenshot(path=str(SCREENSHOT), full_page=True)
+            # search mode: a result's Markdown is rendered, code in <pre>
+            await page.get_by_label("Search (ranked passages)").check()
+            await page.get_by_label("Your question").fill("raise the rate limit toml")
+            await page.get_by_role("button", name="Search").click()
+            result = page.locator("ol.results li .snippet").first
+            await result.wait_for(timeout=60_000)
+            snippet = await result.inner_html()
         finally:
             await context.close()
     assert "Quoted passages chosen by similarity" in shown
     assert titles and all("Quoted verbatim" in t for t in titles), titles
     _clean("the page", shown + "\n" + "\n".join(titles))
+    assert "<strong>per API key</strong>" in view and "<pre><code" in view
+    assert "rate_per_minute = 120" in view and "```" not in view
+    assert '<mark class="evidence">' in view, "the quoted sentence is marked"
+    assert "<strong>" in snippet or "<pre>" in snippet or "<code>" in snippet, snippet
+    assert "```" not in snippet and "**" not in snippet, snippet

@@ -91,6 +91,36 @@
     link.rel = "noopener noreferrer";
   }
 
+  // A tab opened by a link sends no Authorization header, so the stored-document view
+  // refused a caller whose key the server requires (404/401 for tenant keys). With a
+  // key typed in, a click on a link to the view fetches it here, with the key, and
+  // writes the (server-rendered, script-free) page into the new tab.
+  async function openStoredWithKey(event) {
+    const link = event.target.closest && event.target.closest("a[href]");
+    if (!link || event.defaultPrevented || event.button !== 0) return;
+    const url = new URL(link.href, window.location.href);
+    if (url.origin !== window.location.origin || url.pathname !== "/v1/sources/view") return;
+    if (!$("apikey").value.trim()) return;  // no key: the plain link works
+    event.preventDefault();
+    const tab = window.open("", "_blank");
+    if (!tab) return;
+    tab.opener = null;
+    try {
+      const response = await fetch(url.pathname + url.search, { headers: authHeaders() });
+      const html = response.ok ? await response.text()
+        : `<!doctype html><p>${(await errorOf(response)).replace(/[<&]/g, (c) => (c === "<" ? "&lt;" : "&amp;"))}</p>`;
+      tab.document.open();
+      tab.document.write(html);
+      tab.document.close();
+      const cited = url.hash && tab.document.getElementById(url.hash.slice(1));
+      if (cited) cited.scrollIntoView();
+    } catch (e) {
+      tab.close();
+      setStatus(`Could not open the source: ${e.message}`, true);
+    }
+  }
+  document.addEventListener("click", openStoredWithKey);
+
   function sourceLabel(s) {
     const path = (s.heading_path || []).join(" › ");
     return path || s.title || s.source_id;
@@ -568,7 +598,10 @@
         openInNewTab(link, sourceHref(r, collection));
         const meta = el("div", "meta", `${r.source_id} · score ${Number(r.score).toFixed(3)}` +
           (r.match_reason ? ` · ${r.match_reason}` : ""));
-        const snippet = el("p", "snippet", r.text.length > 320 ? `${r.text.slice(0, 320)}…` : r.text);
+        // a result's text is Markdown: rendered and sanitised like an answer
+        const snippet = el("div", "snippet markdown");
+        renderMarkdown(snippet, r.text.length > 600 ? `${r.text.slice(0, 600)}…` : r.text);
+        snippet.style.whiteSpace = "normal";  // .snippet pre-wraps plain text; this is HTML
         li.append(link, meta, snippet);
         list.append(li);
       }
