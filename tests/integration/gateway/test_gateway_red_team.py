@@ -571,3 +571,25 @@ async def test_the_orchestrator_reports_every_llm_call_of_an_answer() -> None:
     stream = AskStream(Call())
     assert [type(e).__name__ async for e in stream][-1] == "DoneEvent"
     assert stream.llm_tokens == sum(i + o for i, o in calls) == 2150
+
+
+# --- 11: the retriever's data path is private ---------------------------------------------------
+
+
+async def test_the_retrievers_data_path_is_private_to_its_user(tmp_path: Path) -> None:
+    from groundwire_core.grpc.server import serving
+    from groundwire_retriever.server import RetrieverService
+    from groundwire_retriever.settings import RetrieverSettings
+
+    data = tmp_path / "data"
+    (data / "handbook").mkdir(parents=True, mode=0o755)
+    older = data / "handbook" / "segment.dat"  # written by an older version, 0644
+    older.write_text("restricted text")
+    older.chmod(0o644)
+    data.chmod(0o755)
+    settings = RetrieverSettings(port=0, data_path=data, embedder_addr="127.0.0.1:9")
+    async with serving(RetrieverService(settings), settings):
+        modes = {p: p.stat().st_mode & 0o777 for p in (data, data / "handbook", older)}
+    assert modes == {data: 0o700, data / "handbook": 0o700, older: 0o600}
+    # no other user can reach anything written later either: the folder is closed
+    assert data.stat().st_mode & 0o077 == 0

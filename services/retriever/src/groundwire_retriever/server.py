@@ -21,6 +21,7 @@ from groundwire_retriever.ingest.pipeline import ChunkingPolicy
 from groundwire_retriever.ingest.sandbox import ParseSandbox
 from groundwire_retriever.jobs.runner import JobPolicy, JobRunner
 from groundwire_retriever.live import LiveLookup, LivePolicy
+from groundwire_retriever.private_files import keep_private
 from groundwire_retriever.service import IngestSummary, IngestTick, RetrieverCore
 from groundwire_retriever.settings import RetrieverSettings
 from groundwire_retriever.store import EdgeStore, VectorStore
@@ -51,6 +52,8 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
 
     async def start(self) -> None:
         s = self._settings
+        if not s.qdrant_url:  # the embedded engine's files: every document's text
+            keep_private(s.data_path)
         self._channel = create_channel(s.embedder_addr)
         # Its worker processes start at the first ingest: serving searches costs nothing.
         self._sandbox = ParseSandbox(
