@@ -102,6 +102,8 @@ def source_to_proto(number: int, cand: Candidate) -> orchestrator_pb2.Source:
         injection_flagged=cand.injection_flagged,
         matching_chunks=cand.matching_chunks,
         other_headings=list(cand.other_headings),
+        live=cand.live,
+        fetched_at=cand.fetched_at,
     )
 
 

@@ -42,10 +42,35 @@ class Candidate:
     doc_span: tuple[int, int] | None = None
     """[start, end) of ``text`` in its document's text (the source's chunk texts
     joined, see ``groundwire_core.document_text``); None when the retriever has none."""
+    live: bool = False
+    """Looked up live on the collection's documentation site (stages.live_docs), not
+    stored in the collection."""
+    fetched_at: float = 0.0
+    """Live only: Unix seconds when the page was fetched."""
 
     def path_score(self, path: str) -> float | None:
         """The raw score of ``path`` (None when that path did not find the chunk)."""
         return next((s for p, s in self.path_scores if p == path), None)
+
+
+@dataclass(frozen=True)
+class LiveFetchReport:
+    """One page a live lookup tried (stages.live_docs)."""
+
+    url: str
+    outcome: str
+    """``fetched``, ``refused`` or ``failed``."""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LiveLookupResult:
+    """The retriever's live lookup: its sections as candidates marked ``live``."""
+
+    candidates: tuple[Candidate, ...]
+    fetches: tuple[LiveFetchReport, ...]
+    lookups: int
+    allowed_domains: tuple[str, ...]
 
 
 @dataclass(frozen=True)

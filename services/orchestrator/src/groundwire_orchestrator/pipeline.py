@@ -37,6 +37,7 @@ from groundwire_orchestrator.domain import (
 )
 from groundwire_orchestrator.fusion import AS_CONFIGURED, FusionChoice
 from groundwire_orchestrator.instrumentation import run_stage, stage_span
+from groundwire_orchestrator.llm.base import WebSearch
 from groundwire_orchestrator.stages.analysis import AnalysisInput, QueryAnalysisStage
 from groundwire_orchestrator.stages.answer import (
     AnswerFailed,
@@ -53,6 +54,7 @@ from groundwire_orchestrator.stages.extractive import (
 )
 from groundwire_orchestrator.stages.gate import VerifyBeforeShow
 from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
+from groundwire_orchestrator.stages.live_docs import LiveDocsInput, LiveDocsStage
 from groundwire_orchestrator.stages.rerank import RerankInput, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
@@ -167,6 +169,7 @@ class Pipeline:
         reader: SourceReader,
         config: ChainConfig,
         coverage: CoverageStage | None = None,
+        live_docs: LiveDocsStage | None = None,
     ) -> None:
         self._analysis = analysis
         self._retrieval = retrieval
@@ -179,6 +182,7 @@ class Pipeline:
         self._reader = reader
         self._config = config
         self._coverage = coverage
+        self._live_docs = live_docs
 
     @property
     def config(self) -> ChainConfig:
@@ -315,6 +319,7 @@ class Pipeline:
         searched: str,
         history: Sequence[Turn],
         ledger: SourceLedger,
+        web_search: WebSearch | None = None,
     ) -> AsyncIterator[AnswerDelta | AnswerReset | RetrievalDone | _Answered]:
         """The answer's events, then one _Answered: the LLM's answer (with the agent's
         tools when steps are allowed), or the extractive one when there is no LLM or it
@@ -328,12 +333,14 @@ class Pipeline:
             yield from_extractive(text, report, ledger)
             return
         steps = self._agent_steps(inp.max_agent_steps)
-        if not len(ledger) and steps == 0:
+        if not len(ledger) and steps == 0 and web_search is None:
             report = StageReport("answer", 0.0, details={"sources": "0", "skipped": "no excerpts"})
             yield _Answered("", "declined", report)
             return
         toolbox = self._toolbox(inp, ledger) if steps else None
-        answer_input = AnswerInput(question, history, ledger, steps, toolbox, inp.instructions)
+        answer_input = AnswerInput(
+            question, history, ledger, steps, toolbox, inp.instructions, web_search
+        )
         async for event in self._answer.run(answer_input):
             if isinstance(event, AnswerFinished):
                 if event.dropped_citations:
@@ -378,6 +385,7 @@ class Pipeline:
         )
         stages = ranked.stages
         candidates = ranked.candidates
+        web_search: WebSearch | None = None
         if self._coverage is not None:
             # a question the collection does not cover is declined from calibrated
             # evidence: the empty ledger below becomes the normal decline
@@ -394,6 +402,23 @@ class Pipeline:
                 candidates = []
             else:
                 report.details["acted"] = "no: the LLM writing the answer may decline"
+            if self._live_docs is not None and self._live_docs.enabled:
+                # not covered but in-domain: look it up on the collection's own sites
+                live, report = await run_stage(
+                    "live_docs",
+                    self._live_docs.run(
+                        LiveDocsInput(
+                            inp.collection, ranked.analysis.searched, coverage, ranked.candidates
+                        )
+                    ),
+                    candidates_in=len(ranked.candidates),
+                )
+                stages.append(report)
+                web_search = live.search
+                if live.candidates:
+                    screened, screening = await self._screening.run(live.candidates)
+                    report.details["flagged"] = screening.details.get("flagged", "0")
+                    candidates = [*screened, *candidates]
         ledger = SourceLedger()
         ledger.add(c for c in candidates[: self._config.answer_sources])
         fitted, tokens = fit_sources(ledger.sources, self._config.context_tokens)
@@ -408,7 +433,7 @@ class Pipeline:
         gate = VerifyBeforeShow(self._verifier, ledger.get) if verify_first else None
         with stage_span("answer", candidates_in=len(ledger), tokens=tokens) as answer_span:
             async for event in answer_span.steps(
-                self._write(inp, question, ranked.analysis.searched, history, ledger)
+                self._write(inp, question, ranked.analysis.searched, history, ledger, web_search)
             ):
                 if isinstance(event, _Answered):
                     answered = event

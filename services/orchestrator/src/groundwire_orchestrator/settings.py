@@ -217,6 +217,46 @@ class OrchestratorSettings(ServiceSettings):
         description="Act on the coverage verdict when an LLM writes the answer too (by "
         "default only the extractive answer is declined by it; the LLM declines itself).",
     )
+    live_docs: bool = Field(
+        False,
+        description="Live documentation fallback (docs/live-docs.md): when the coverage "
+        "stage finds the collection short on an in-domain question, look it up on the "
+        "documentation sites the collection was synced from (the retriever's LookupLive, "
+        "or Anthropic's web search when Anthropic answers) and cite those pages, marked "
+        "live. Out-of-scope questions are declined with no lookup.",
+    )
+    live_docs_max_lookups: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Live pages fetched (or web searches, with Anthropic) at most per "
+        "question; the retriever's LIVE_MAX_LOOKUPS caps it too.",
+    )
+    live_docs_min_evidence: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Hybrid evidence (the coverage formula, over the collection's "
+        "candidates) a question needs to count as in-domain for a live lookup; a question "
+        "naming something no passage contains is out of scope whatever its evidence. "
+        "Not fitted (MiniLM): between off-topic questions and DECLINE_THRESHOLD.",
+    )
+    live_docs_sections: int = Field(
+        5, ge=1, le=20, description="Live sections given to the answer at most."
+    )
+    live_docs_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=300,
+        description="Seconds for a whole live lookup (the retriever's LIVE_TOTAL_TIMEOUT_S "
+        "caps it too).",
+    )
+    live_docs_provider_search: bool = Field(
+        True,
+        description="When Anthropic is the first provider, let its web search tool do "
+        "the live lookup (allowed domains, max_uses = LIVE_DOCS_MAX_LOOKUPS) instead of "
+        "the retriever's own lookup.",
+    )
     extractive_cross_encoder: bool = Field(
         True,
         description="Score the extractive answer's units with the reranker's cross-encoder "

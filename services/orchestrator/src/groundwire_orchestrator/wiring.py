@@ -27,6 +27,7 @@ from groundwire_orchestrator.stages.citations import CitationVerifier
 from groundwire_orchestrator.stages.coverage import CoverageParams, CoverageStage
 from groundwire_orchestrator.stages.extractive import ExtractiveAnswerStage
 from groundwire_orchestrator.stages.listwise import ListwiseRerankStage
+from groundwire_orchestrator.stages.live_docs import LiveDocsParams, LiveDocsStage
 from groundwire_orchestrator.stages.rerank import RerankerLoadCache, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalParams, RetrievalStage, SourceReader
 from groundwire_orchestrator.stages.screening import ScreeningStage
@@ -188,6 +189,20 @@ def build_pipeline(
                 with_llm=s.decline_with_llm,
             )
         ),
+        live_docs=LiveDocsStage(
+            retriever,
+            LiveDocsParams(
+                max_lookups=s.live_docs_max_lookups,
+                min_evidence=s.live_docs_min_evidence,
+                dense_weight=s.decline_dense_weight,
+                top_k=s.decline_top_k,
+                sections=s.live_docs_sections,
+                timeout_s=s.live_docs_timeout_s,
+                provider_search=s.live_docs_provider_search and _anthropic_first(llm),
+            ),
+        )
+        if s.live_docs
+        else None,
         config=ChainConfig(
             candidates=s.candidates,
             rerank_keep=s.rerank_keep,
@@ -201,6 +216,14 @@ def build_pipeline(
             verify_before_show=s.verify_before_show,
         ),
     )
+
+
+def _anthropic_first(llm: LLMProvider | None) -> bool:
+    """Whether Anthropic answers first (its web search can do a live lookup)."""
+    if llm is None:
+        return False
+    names = llm.names if isinstance(llm, ObservedLLM) else (llm.name,)
+    return bool(names) and names[0] == "anthropic"
 
 
 @dataclass

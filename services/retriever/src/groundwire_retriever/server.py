@@ -99,6 +99,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             self._core,
             JobTables(self._database),
             sync_roots=s.sync_roots,
+            outbound=s.outbound_policy(),
             policy=JobPolicy(
                 poll_s=s.job_poll_s,
                 heartbeat_s=s.job_heartbeat_s,
@@ -357,6 +358,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             allowed_domains=list(request.allowed_domains),
             limit=request.limit or 5,
             timeout_s=request.timeout_s,
+            domains_only=request.domains_only,
         )
         return convert.live_result_to_proto(result)
 
@@ -369,6 +371,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
             convert.sync_definition_from_proto(request.definition),
             dry_run=request.dry_run,
             folder_roots=self._settings.sync_roots,
+            outbound=self._settings.outbound_policy(),
         )
         # aclosing: a caller that goes away cancels the sync between sources now
         async with contextlib.aclosing(events):

@@ -11,7 +11,12 @@ from groundwire.common.v1 import common_pb2
 from groundwire.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from groundwire_core.errors import NotFound
 from groundwire_core.grpc.client import rpc_errors
-from groundwire_orchestrator.domain import Candidate, FieldFilter
+from groundwire_orchestrator.domain import (
+    Candidate,
+    FieldFilter,
+    LiveFetchReport,
+    LiveLookupResult,
+)
 
 _PATHS = {
     "dense": retriever_pb2.SEARCH_PATH_DENSE,
@@ -114,25 +119,7 @@ class RetrieverClient:
             )
         with rpc_errors("retriever"):
             reply = await self._stub.Search(request, timeout=self._timeout_s)
-        candidates = [
-            Candidate(
-                chunk_id=h.chunk.chunk_id,
-                source_id=h.chunk.source_id,
-                title=h.chunk.title,
-                heading_path=tuple(h.chunk.heading_path),
-                url=h.chunk.url,
-                text=h.chunk.text,
-                score=h.score,
-                fused_score=h.score,
-                chunk_index=h.chunk.chunk_index,
-                path_scores=tuple(sorted(h.path_scores.items())),
-                matching_chunks=h.matching_chunks,
-                other_headings=tuple(h.other_headings),
-                # doc_end 0: stored before ingest recorded the range (text is never empty)
-                doc_span=(h.chunk.doc_start, h.chunk.doc_end) if h.chunk.doc_end else None,
-            )
-            for h in reply.hits
-        ]
+        candidates = [_candidate(h) for h in reply.hits]
         paths = [
             PathSummary(
                 path=retriever_pb2.SearchPath.Name(p.path).removeprefix("SEARCH_PATH_").lower(),
@@ -149,3 +136,56 @@ class RetrieverClient:
                 PathSummary("late_interaction", late.ms, late.rescored, late.skipped, late.reason)
             )
         return candidates, paths
+
+    async def lookup_live(
+        self, collection: str, query: str, *, max_lookups: int, limit: int, timeout_s: float
+    ) -> LiveLookupResult:
+        """The retriever's live lookup (LookupLive): sections of live pages as
+        candidates marked ``live``, and each page tried. The call may take the lookup's
+        whole deadline; failures come out as GroundwireError naming "retriever"."""
+        request = retriever_pb2.LookupLiveRequest(
+            collection=collection,
+            query=query,
+            max_lookups=max_lookups,
+            limit=limit,
+            timeout_s=timeout_s,
+        )
+        with rpc_errors("retriever"):
+            # the retriever bounds the lookup by timeout_s; allow for the ranking after it
+            reply = await self._stub.LookupLive(request, timeout=timeout_s + self._timeout_s)
+        return LiveLookupResult(
+            candidates=tuple(_candidate(h, live=True) for h in reply.hits),
+            fetches=tuple(LiveFetchReport(f.url, f.outcome, f.reason) for f in reply.fetches),
+            lookups=reply.lookups,
+            allowed_domains=tuple(reply.allowed_domains),
+        )
+
+    async def allowed_domains(self, collection: str) -> tuple[str, ...]:
+        """The domains a live lookup of ``collection`` may reach (nothing fetched)."""
+        request = retriever_pb2.LookupLiveRequest(
+            collection=collection, query="domains", domains_only=True
+        )
+        with rpc_errors("retriever"):
+            reply = await self._stub.LookupLive(request, timeout=self._timeout_s)
+        return tuple(reply.allowed_domains)
+
+
+def _candidate(h: retriever_pb2.SearchHit, *, live: bool = False) -> Candidate:
+    return Candidate(
+        chunk_id=h.chunk.chunk_id,
+        source_id=h.chunk.source_id,
+        title=h.chunk.title,
+        heading_path=tuple(h.chunk.heading_path),
+        url=h.chunk.url,
+        text=h.chunk.text,
+        score=h.score,
+        fused_score=h.score,
+        chunk_index=h.chunk.chunk_index,
+        path_scores=tuple(sorted(h.path_scores.items())),
+        matching_chunks=h.matching_chunks,
+        other_headings=tuple(h.other_headings),
+        # doc_end 0: stored before ingest recorded the range (text is never empty)
+        doc_span=(h.chunk.doc_start, h.chunk.doc_end) if h.chunk.doc_end else None,
+        live=live,
+        fetched_at=h.chunk.created_at if live else 0.0,
+    )

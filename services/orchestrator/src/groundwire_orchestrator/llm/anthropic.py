@@ -51,6 +51,9 @@ from groundwire_orchestrator.llm.reasoning import ReasoningFilter, events, split
 
 log = logging.getLogger(__name__)
 
+WEB_SEARCH_TOOL = "web_search_20250305"
+"""The version of Anthropic's server-side web search tool offered for live lookups."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class AnthropicConfig:
@@ -124,6 +127,17 @@ def request_params(request: LLMRequest, model: str, *, tools: bool) -> dict[str,
             {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
             for t in request.tools
         ]
+    if tools and request.web_search is not None and request.web_search.max_uses > 0:
+        # Anthropic's server-side web search, kept to the collection's documentation
+        # sites and to the live lookup's budget (stages/live_docs.py)
+        params.setdefault("tools", []).append(
+            {
+                "type": WEB_SEARCH_TOOL,
+                "name": "web_search",
+                "allowed_domains": list(request.web_search.allowed_domains),
+                "max_uses": request.web_search.max_uses,
+            }
+        )
     return params
 
 

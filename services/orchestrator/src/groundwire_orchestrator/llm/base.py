@@ -67,6 +67,16 @@ Turn = ChatMessage | ToolResult
 
 
 @dataclass(frozen=True)
+class WebSearch:
+    """A provider's own web search, offered with the request where the provider has
+    one (Anthropic's ``web_search``; others ignore it): live documentation lookups,
+    see stages/live_docs.py."""
+
+    allowed_domains: tuple[str, ...]
+    max_uses: int
+
+
+@dataclass(frozen=True)
 class LLMRequest:
     system: str
     messages: tuple[Turn, ...]
@@ -75,6 +85,7 @@ class LLMRequest:
     temperature: float = 0.0
     tools: tuple[ToolSpec, ...] = ()
     stop: tuple[str, ...] = field(default=())
+    web_search: WebSearch | None = None
 
 
 StreamEvent = TextDelta | ReasoningDelta | ToolCall

@@ -40,6 +40,7 @@ from groundwire_orchestrator.llm.base import (
     TextDelta,
     ToolCall,
     ToolResult,
+    WebSearch,
     close_stream,
     served_by,
 )
@@ -66,6 +67,8 @@ class AnswerInput:
     toolbox: AgentToolbox | None = None
     instructions: str = ""
     """The operator's extra instructions (see prompting.operator_block)."""
+    web_search: WebSearch | None = None
+    """The provider's own web search to offer (stages.live_docs)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class GroundedAnswerStage:
                 role="strong",
                 max_tokens=self._max_tokens,
                 tools=tools,
+                web_search=inp.web_search,
             )
             flt = CitationFilter(lambda n: n in inp.ledger)
             raw: list[str] = []

@@ -164,12 +164,13 @@ class LiveLookup:
         allowed_domains: Sequence[str] = (),
         limit: int = 5,
         timeout_s: float = 0.0,
+        domains_only: bool = False,
     ) -> LiveResult:
         """The best sections of live pages for ``query``. Raises InvalidInput for an
         empty query or a collection with no allowed domain, NotFound and
         PermissionDenied for the collection (the caller's access applies), Unavailable
         when the embedder does not answer. Pages that cannot be had are reported in
-        ``fetches``, not raised."""
+        ``fetches``, not raised. ``domains_only``: the allowed domains, nothing fetched."""
         started = time.perf_counter()
         if not query.strip():
             raise InvalidInput("the query is empty")
@@ -190,6 +191,8 @@ class LiveLookup:
                 "holds no web pages and LIVE_DOMAINS names none for it)"
             )
         hosts = tuple(dict.fromkeys(_host(o) for o in origins))
+        if domains_only:
+            return LiveResult((), (), 0, hosts, 0, time.perf_counter() - started)
         fetch_policy = replace(
             self._outbound,
             allowed_hosts=hosts,

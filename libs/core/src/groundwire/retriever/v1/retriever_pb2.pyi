@@ -766,20 +766,22 @@ class SyncReport(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., delta: _Optional[_Union[JobDelta, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[SyncSource, _Mapping]]] = ..., chunks_written: _Optional[int] = ..., dry_run: _Optional[bool] = ..., complete: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class LookupLiveRequest(_message.Message):
-    __slots__ = ("collection", "query", "max_lookups", "allowed_domains", "limit", "timeout_s")
+    __slots__ = ("collection", "query", "max_lookups", "allowed_domains", "limit", "timeout_s", "domains_only")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     MAX_LOOKUPS_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_DOMAINS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_ONLY_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     max_lookups: int
     allowed_domains: _containers.RepeatedScalarFieldContainer[str]
     limit: int
     timeout_s: float
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., max_lookups: _Optional[int] = ..., allowed_domains: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    domains_only: bool
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., max_lookups: _Optional[int] = ..., allowed_domains: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., timeout_s: _Optional[float] = ..., domains_only: _Optional[bool] = ...) -> None: ...
 
 class LiveFetch(_message.Message):
     __slots__ = ("url", "outcome", "reason", "fetched_at")
