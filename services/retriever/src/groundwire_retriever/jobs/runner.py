@@ -47,6 +47,7 @@ from groundwire_core.errors import (
     Overloaded,
 )
 from groundwire_core.identity import Identity, identity_scope
+from groundwire_core.outbound import OutboundPolicy
 from groundwire_retriever.db.jobs import Claimed, JobTables, input_bytes
 from groundwire_retriever.domain import CollectionSpec
 from groundwire_retriever.ingest.pipeline import DocumentInput
@@ -107,10 +108,12 @@ class JobRunner:
         *,
         sync_roots: Sequence[Path] = (),
         policy: JobPolicy | None = None,
+        outbound: OutboundPolicy | None = None,
     ) -> None:
         self._core = core
         self._tables = tables
         self._sync_roots = tuple(sync_roots)  # folders a sync job may read
+        self._outbound = outbound  # website syncs fetch under the operator's policy
         self._policy = policy or JobPolicy()
         self.worker = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """This process's name in the rows of the jobs it runs."""
@@ -171,7 +174,11 @@ class JobRunner:
         run (checked now, not when it starts), InsufficientStorage while the data disk
         refuses writes, Overloaded when the owner's queue is at its cap."""
         validate_collection_name(collection)
-        check_definition(definition, self._sync_roots)
+        check_definition(
+            definition,
+            self._sync_roots,
+            **({"max_bytes_limit": self._outbound.max_bytes} if self._outbound else {}),
+        )
         self._check_storage()
         owner = await self._owner(collection, create=True)  # a sync creates its collection
         await self._check_caps(owner, 0)
@@ -427,6 +434,7 @@ class JobRunner:
             progress=progress,
             cancelled=held.stop_requested,
             folder_roots=self._sync_roots,
+            outbound=self._outbound,
         )
         held.job = replace(
             held.job,
