@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -13,6 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from groundwire_cli import records
 from groundwire_core.database import (
     create_engine,
     current_revision,
@@ -257,3 +259,28 @@ async def test_upgrading_from_g0001_keeps_its_rows(database_url: str) -> None:
         assert [c.id for c in await store.conversations(ALICE)] == ["c1"]
     finally:
         await engine.dispose()
+
+
+async def test_a_backup_restores_conversations_and_takes_new_ratings(
+    engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    store = store_on(engine, Clock(time.time()))
+    await store.record(ALICE, turn("a1", "c1", at=time.time()))
+    await store.rate(ALICE, "a1", "down", "wrong flag")
+    (gateway,) = [o for o in records.OWNERS if o.name == "gateway"]
+    dumped = tmp_path / "dump"
+    dumped.mkdir()
+    taken = await records.dump(gateway, database_url, dumped)
+    assert taken["rows"]["gateway_feedback"] == 1
+    restored_url = f"sqlite:///{tmp_path / 'restored.sqlite3'}"
+    await records.load(gateway, restored_url, dumped, taken["revision"])
+    restored = create_engine(restored_url)
+    try:
+        again = store_on(restored, Clock(time.time()))
+        found = await again.conversation(ALICE, "c1")
+        assert found is not None and found[1][0].rating == "down"
+        assert await again.rate(ACME_APP, "a1", "down", "") is not None  # no key collides
+        report = await again.report("docs", "acme")
+        assert report.rated_down == 2 and report.marked_wrong[0].comments == ["wrong flag"]
+    finally:
+        await restored.dispose()

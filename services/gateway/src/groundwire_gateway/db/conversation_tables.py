@@ -69,17 +69,13 @@ class AnswerRow(Base):
 class FeedbackRow(Base):
     __tablename__ = "gateway_feedback"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # one rating per answer and rater (rating again replaces it); a natural key, so a
+    # restored dump needs no sequence set (an autoincrement id would collide after it)
     answer_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("gateway_answers.id", ondelete="CASCADE")
+        String(32), ForeignKey("gateway_answers.id", ondelete="CASCADE"), primary_key=True
     )
+    rater: Mapped[str] = mapped_column(String(512), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(64))
-    rater: Mapped[str] = mapped_column(String(512))
     rating: Mapped[str] = mapped_column(String(8))
     comment: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float)
-
-    __table_args__ = (
-        # one rating per answer and rater: rating again replaces it
-        Index("ix_gateway_feedback_rater", "answer_id", "rater", unique=True),
-    )

@@ -404,7 +404,7 @@ async def report(
     ratings = dict(
         (
             await session.execute(
-                select(FeedbackRow.rating, func.count(FeedbackRow.id))
+                select(FeedbackRow.rating, func.count(FeedbackRow.answer_id))
                 .join(AnswerRow, AnswerRow.id == FeedbackRow.answer_id)
                 .where(*scope)
                 .group_by(FeedbackRow.rating)
@@ -416,14 +416,16 @@ async def report(
         await session.execute(
             select(
                 AnswerRow.question_key,
-                func.count(FeedbackRow.id),
+                func.count(FeedbackRow.answer_id),
                 func.max(FeedbackRow.created_at),
                 func.max(AnswerRow.question),
             )
             .join(AnswerRow, AnswerRow.id == FeedbackRow.answer_id)
             .where(*down)
             .group_by(AnswerRow.question_key)
-            .order_by(func.count(FeedbackRow.id).desc(), func.max(FeedbackRow.created_at).desc())
+            .order_by(
+                func.count(FeedbackRow.answer_id).desc(), func.max(FeedbackRow.created_at).desc()
+            )
             .limit(limit)
         )
     ).all()
@@ -435,7 +437,7 @@ async def report(
                 select(AnswerRow.question_key, FeedbackRow.answer_id, FeedbackRow.comment)
                 .join(AnswerRow, AnswerRow.id == FeedbackRow.answer_id)
                 .where(*down, AnswerRow.question_key.in_(keys))
-                .order_by(FeedbackRow.created_at.desc(), FeedbackRow.id.desc())
+                .order_by(FeedbackRow.created_at.desc(), FeedbackRow.rater)
             )
         ).all():
             answer_ids, comments = details[key]

@@ -65,21 +65,17 @@ def upgrade() -> None:
     )
     op.create_table(
         "gateway_feedback",
-        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
         sa.Column(
             "answer_id",
             sa.String(32),
             sa.ForeignKey("gateway_answers.id", ondelete="CASCADE"),
-            nullable=False,
+            primary_key=True,
         ),
+        sa.Column("rater", sa.String(512), primary_key=True),
         sa.Column("tenant", sa.String(64), nullable=False),
-        sa.Column("rater", sa.String(512), nullable=False),
         sa.Column("rating", sa.String(8), nullable=False),
         sa.Column("comment", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Float(), nullable=False),
-    )
-    op.create_index(
-        "ix_gateway_feedback_rater", "gateway_feedback", ["answer_id", "rater"], unique=True
     )
 
 
