@@ -8,6 +8,7 @@ groundwire sources COLLECTION      list the sources a collection holds (counts, 
 groundwire sync PATH|URL           sync a collection with a folder, git tree or site (deletions)
 groundwire jobs [list|show|watch|cancel]  the retriever's ingest and sync jobs
 groundwire chat QUESTION           ask the running cluster; a cited answer
+groundwire search QUERY            ranked passages from the running cluster (no answer)
 groundwire mcp --gateway URL       the gateway's MCP tools over stdio (Claude Desktop, IDEs)
 groundwire keys create|list|revoke scoped API keys (tenant, role) via the admin API
 groundwire report --collection C   most-asked, declined, low-evidence, marked-wrong questions
@@ -40,11 +41,12 @@ import httpx
 from groundwire_cli import backup as backup_cli
 from groundwire_cli import config as config_cli
 from groundwire_cli import demo as demo_cli
-from groundwire_cli import evaluation, golden, lifecycle
+from groundwire_cli import evaluation, gateway_access, golden, lifecycle
 from groundwire_cli import jobs as jobs_cli
 from groundwire_cli import keys as keys_cli
 from groundwire_cli import mcp as mcp_cli
 from groundwire_cli import report as report_cli
+from groundwire_cli import search as search_cli
 from groundwire_cli import sources as sources_cli
 from groundwire_cli import sync as sync_cli
 from groundwire_cli.chat import ChatProtocolError, ChatRequestError, ask
@@ -117,9 +119,11 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    gateway = args.gateway or lifecycle.running_addr("gateway", lifecycle.DEFAULT_GATEWAY)
+    gateway = gateway_access.gateway_url(args)
     try:
-        with httpx.Client(base_url=gateway, timeout=args.timeout) as client:
+        with httpx.Client(
+            base_url=gateway, timeout=args.timeout, headers=gateway_access.headers(args)
+        ) as client:
             outcome = ask(client, args.question, collection=args.collection)
     except httpx.TransportError as error:
         raise Unavailable(
@@ -329,13 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="ask the running cluster a question; a cited answer")
     chat.add_argument("question")
-    chat.add_argument("--collection", default="docs")
-    chat.add_argument(
-        "--gateway",
-        default=None,
-        help="gateway URL (default: the one `groundwire up` runs, else "
-        f"{lifecycle.DEFAULT_GATEWAY})",
-    )
+    chat.add_argument("--collection", default=None, help="default: the server's")
+    gateway_access.add_arguments(chat)
     chat.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
     chat.set_defaults(func=cmd_chat)
 
@@ -394,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     sync_cli.add_parser(sub)
     jobs_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
+    search_cli.add_parser(sub)
     keys_cli.add_parser(sub)
     report_cli.add_parser(sub)
     backup_cli.add_parsers(sub, cluster_args)

@@ -41,6 +41,10 @@ from groundwire_cli.ingest import IngestTotals, find_documents, ingest_with_prog
 _SAMPLES = (checkout_root() or Path(".")) / "samples"
 DEFAULT_CORPUS = _SAMPLES / "corpus"
 DEFAULT_QUESTIONS = _SAMPLES / "questions.txt"
+DEMO_COLLECTION = "samples"
+"""The demo's collection: the store is the one `groundwire up` uses later, and the
+samples in ``docs`` (the default of ingest, chat and the gateway) were answering a
+user's questions about their own documents (issue #32)."""
 MODE_LABELS = {
     "extractive": "EXTRACTIVE — sentences quoted from the excerpts; no language model",
     "generated": "GENERATED — written by the language model from the excerpts",
@@ -263,7 +267,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     added by the caller)."""
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
-    parser.add_argument("--collection", default="docs")
+    parser.add_argument(
+        "--collection",
+        default=DEMO_COLLECTION,
+        help="where the samples go (default: %(default)s; never `ingest`'s default, docs, "
+        "so a later ingest of your own documents does not answer from the samples)",
+    )
     parser.add_argument("--limit", type=int, default=3, help="search results per question")
     parser.add_argument(
         "--chat",

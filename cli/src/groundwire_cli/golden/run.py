@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from groundwire_cli import gateway_access
 from groundwire_cli.chat import ChatOutcome, ChatProtocolError, ChatRequestError, ask
 from groundwire_cli.child_settings import user_environment
 from groundwire_cli.cluster import ClusterError
@@ -96,11 +97,15 @@ def run_golden(
     on_result: Callable[[CaseResult], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     judge: LlmJudge | None = None,
+    headers: dict[str, str] | None = None,
 ) -> AnswersReport:
-    """Every case of ``golden`` against the gateway at ``gateway_url``, in order."""
+    """Every case of ``golden`` against the gateway at ``gateway_url``, in order
+    (``headers``: the caller's key, when the gateway wants one)."""
     report = AnswersReport(golden, golden_path, gateway_url, collection)
     started = time.perf_counter()
-    with httpx.Client(base_url=gateway_url, timeout=timeout_s, transport=transport) as client:
+    with httpx.Client(
+        base_url=gateway_url, timeout=timeout_s, transport=transport, headers=headers
+    ) as client:
         for case in golden.cases:
             result = run_case(
                 client, case, case.collection or collection, sleep=sleep, judge=judge
@@ -163,6 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "GROUNDWIRE_JUDGE_API_KEY)",
     )
     parser.add_argument("--judge-model", default="", help="the judge's model name")
+    gateway_access.add_key_argument(parser)
 
 
 def _unreachable(url: str) -> str | None:
@@ -213,6 +219,8 @@ def run_command(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 on_result=_print_result,
                 judge=judge,
+                # a key is for a running gateway; the command's own cluster needs none
+                headers=gateway_access.headers(args) if args.gateway else None,
             )
         finally:
             if judge is not None:
