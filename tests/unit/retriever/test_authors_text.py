@@ -40,6 +40,8 @@ def test_rst_without_a_title_is_named_by_its_first_bold_line() -> None:
     assert doc.title == "To create a bucket"
     assert "<string>" not in doc.title + doc.body
     assert "aws s3api create-bucket --bucket my-bucket" in doc.body
+    # inline literals stay code (they reached Markdown as plain words)
+    assert "The following `create-bucket` example creates a bucket named `my-bucket`" in doc.body
 
 
 def test_rst_without_a_heading_or_bold_line_is_named_by_its_file() -> None:

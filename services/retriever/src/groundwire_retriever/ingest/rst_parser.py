@@ -109,6 +109,11 @@ def parse_rst(text: str) -> Extracted:
     try:
         document = publish_doctree(text, settings_overrides=_SETTINGS)
         properties = _docinfo(document)
+        for literal in document.findall(nodes.literal):
+            # the writer's <code> (its "code" role's), not <span class="docutils
+            # literal">, which reached Markdown as plain words: ``create-bucket``
+            # lost its monospace
+            literal["classes"].append("code")
         title = " ".join(str(document.get("title", "")).split())
         html = publish_from_doctree(document, writer="html5", settings_overrides=_SETTINGS)
     except RecursionError:
