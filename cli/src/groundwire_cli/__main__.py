@@ -14,7 +14,8 @@ groundwire keys create|list|revoke scoped API keys (tenant, role) via the admin 
 groundwire report --collection C   most-asked, declined, low-evidence, marked-wrong questions
 groundwire config show [SERVICE]   the settings each service gets from `up` (secrets masked)
 groundwire db upgrade              run every service's migrations of the system of record
-groundwire backup --out DIR        collections + system of record into a folder (`restore --from`)
+groundwire backup --out DIR        the collections and the system of record into a new folder
+groundwire restore --from DIR      a backup into an empty data folder and empty databases
 groundwire models build PROFILE    build an ONNX model folder (needs the export extra)
 groundwire eval retrieval --dataset DIR   retrieval ablation on a BEIR-format folder
 groundwire eval answers --golden FILE     golden-set checks of the answers (/v1/chat)
