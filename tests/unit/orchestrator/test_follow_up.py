@@ -57,7 +57,7 @@ def test_questions_that_stand_alone_are_not_follow_ups(message: str) -> None:
     assert not is_follow_up(message)
 
 
-def test_a_follow_up_is_combined_with_the_previous_user_question() -> None:
+def test_an_elliptical_follow_up_is_combined_with_the_previous_user_question() -> None:
     follow = "And across several gateway replicas?"
     assert standalone_question(follow, HISTORY) == f"{FIRST} {follow}"
     # a new question, or no earlier question: unchanged
@@ -84,6 +84,44 @@ def test_the_previous_question_is_cut_before_it_drowns_the_follow_up() -> None:
     combined = standalone_question("And across replicas?", (Turn("user", long_question),))
     assert combined.endswith(" And across replicas?")
     assert len(combined) == 600 + len(" And across replicas?")
+
+
+ACCESS_KEY = (
+    Turn("user", "How do I create an access key for a user?"),
+    Turn("assistant", "Run `aws iam create-access-key --user-name Bob` [1]."),
+)
+
+
+def test_a_follow_up_pointing_at_a_noun_is_searched_on_its_own_words() -> None:
+    # glued to the question before it, this was searched as an access-key question
+    # and found delete-access-key (issue #32)
+    resolved = standalone_question("…and how do I delete that user again?", ACCESS_KEY)
+    assert resolved == "how do I delete the user Bob?"
+    assert "access" not in resolved and "key" not in resolved
+    # no name in the previous turn: the pointer only
+    plain = (Turn("user", "How do I list the buckets?"), Turn("assistant", "Use ls [1]."))
+    assert standalone_question("And how do I empty those buckets?", plain) == (
+        "how do I empty the buckets?"
+    )
+
+
+def test_a_bare_pronoun_becomes_what_the_previous_question_asked_about() -> None:
+    history = (Turn("user", "How do I deploy Groundwire on Kubernetes?"), Turn("assistant", "[1]"))
+    assert standalone_question("How many replicas should it run?", history) == (
+        "How many replicas should Groundwire on Kubernetes run?"
+    )
+    image = (Turn("user", "How do I build the docker image?"),)
+    assert standalone_question("and pin it to a tag?", image) == "pin the docker image to a tag?"
+    # a pointer that is not a noun's ("is that enough"): the ellipsis rule, as before
+    assert standalone_question("Is that enough?", HISTORY) == f"{FIRST} Is that enough?"
+
+
+async def test_the_analysis_report_shows_the_resolved_question_searched() -> None:
+    follow = "and how do I delete that user again?"
+    analysis, report = await _stage(None).run(AnalysisInput("docs", follow, ACCESS_KEY))
+    assert analysis.searched == "how do I delete the user Bob?"
+    assert report.details["standalone_question"] == "how do I delete the user Bob?"
+    assert "previous question and its answer" in report.details["follow_up"]
 
 
 def _stage(llm: ScriptedLLM | None) -> QueryAnalysisStage:

@@ -155,7 +155,8 @@ class QueryAnalysisStage:
             if resolved:
                 details.update(
                     standalone_question=resolved[:200],
-                    follow_up="combined with the previous question (no LLM rewrite)",
+                    follow_up="resolved against the previous question and its answer "
+                    "(no LLM rewrite)",
                 )
             report = StageReport("analysis", ms, True, reason, dependency, details)
             return QueryAnalysis.passthrough(inp.query, resolved), report
@@ -215,7 +216,7 @@ class QueryAnalysisStage:
             details["follow_up"] = (
                 "rewritten by the LLM"
                 if standalone == rewrite
-                else "combined with the previous question (the LLM gave no standalone question)"
+                else "resolved against the previous question (the LLM gave no standalone question)"
             )
         ms = (time.perf_counter() - started) * 1e3
         return analysis, StageReport("analysis", ms, details=details)
