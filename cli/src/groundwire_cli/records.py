@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, Table, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Integer, MetaData, Table, func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 import groundwire_gateway.db.tables  # noqa: F401  (registers every table on the metadata)
 import groundwire_retriever.db.tables  # noqa: F401
@@ -153,9 +153,28 @@ async def load(owner: Owner, url: str, source: Path, revision: str | None) -> di
                 if batch:
                     await conn.execute(insert(table), batch)
                     counts[table.name] += len(batch)
+                if engine.dialect.name == "postgresql" and counts[table.name]:
+                    await _advance_sequences(conn, table)
     finally:
         await engine.dispose()
     return counts
+
+
+async def _advance_sequences(conn: AsyncConnection, table: Table) -> None:
+    """Moves the sequence behind each auto-increment column past the restored rows:
+    rows inserted with their ids leave PostgreSQL's sequence at its start, and the next
+    row written would collide with a restored one (SQLite takes max(rowid) + 1 itself)."""
+    for column in table.primary_key.columns:
+        if column.autoincrement is True or (
+            column.autoincrement == "auto" and isinstance(column.type, Integer)
+        ):
+            await conn.execute(
+                text(
+                    "SELECT setval(pg_get_serial_sequence(:table, :column), "
+                    f"(SELECT max({column.name}) FROM {table.name}))"
+                ),
+                {"table": table.name, "column": column.name},
+            )
 
 
 def _known(migrations: Migrations, revision: str) -> bool:
