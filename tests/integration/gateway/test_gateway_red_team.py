@@ -260,6 +260,12 @@ async def test_a_scoped_admin_key_creates_only_collections_it_can_then_see_and_d
 ) -> None:
     async with gateway(upstream) as client:
         key = (await make_key(client, "admin", ["acme-new"])).json()["key"]
+        outside = await client.post(
+            "/v1/admin/collections", json={"name": "acme-other"}, headers=bearer(key)
+        )
+        # was 201, and then 404 to its own GET and DELETE: refused before it exists
+        assert outside.status_code == 403, outside.text
+        assert "acme-other" not in upstream.collections
         made = await client.post(
             "/v1/admin/collections", json={"name": "acme-new"}, headers=bearer(key)
         )
@@ -377,7 +383,7 @@ class _SlowHealth(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
     async def Watch(self, request: Any, context: Any) -> AsyncIterator[Any]:
         yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
-        await asyncio.sleep(3)
+        await asyncio.sleep(5)
         yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
