@@ -378,7 +378,7 @@ def test_an_ipv6_literal_host_is_a_web_url() -> None:
 # --- 15: gRPC keepalive, client and server agreeing -------------------------------------------
 
 
-class _SlowHealth(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+class _SlowHealth(health_pb2_grpc.HealthServicer):
     """A stream that sends nothing for a while (as a long ingest waits for its report)."""
 
     async def Watch(self, request: Any, context: Any) -> AsyncIterator[Any]:
