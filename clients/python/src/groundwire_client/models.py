@@ -143,6 +143,11 @@ class DoneEvent(_Model):
     mode: AnswerMode
     answer: str
     unsupported_citations: int = 0
+    answer_id: str | None = None
+    """The stored answer's id: ``feedback(answer_id, …)`` rates it (None when the
+    gateway stores no conversations)."""
+    conversation_id: str | None = None
+    """Send it back to continue this conversation."""
 
 
 class ErrorEvent(_Model):
