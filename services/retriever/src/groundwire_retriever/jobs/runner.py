@@ -45,6 +45,7 @@ from groundwire_core.errors import (
     InvalidInput,
     NotFound,
     Overloaded,
+    Unavailable,
 )
 from groundwire_core.identity import Identity, identity_scope
 from groundwire_core.outbound import OutboundPolicy
@@ -201,10 +202,22 @@ class JobRunner:
     async def watch(self, job_id: str, tenant: str = "") -> AsyncGenerator[Job, None]:
         """The job now, then at each change of its state, counts or cancel flag (read
         from the database every ``poll_s``, whichever replica runs it), ending with the
-        job in a final state with its report. Raises NotFound."""
+        job in a final state with its report. Raises NotFound, and Unavailable once
+        the database has not answered for ``stale_after_s``."""
         last: Job | None = None
+        failures = 0
         while True:
-            job = await self._tables.progress(job_id, tenant)
+            try:
+                job = await self._tables.progress(job_id, tenant)
+            except Unavailable:
+                # a database blip does not end the stream: it is read again, until
+                # it has been away for the reaper's bound
+                failures += 1
+                if failures * self._policy.poll_s > self._policy.stale_after_s:
+                    raise
+                await asyncio.sleep(self._policy.poll_s)
+                continue
+            failures = 0
             if job.state.final:
                 yield await self._tables.get(job_id, tenant)
                 return
