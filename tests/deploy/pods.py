@@ -388,7 +388,17 @@ class Overlay:
                 f"{[c['name'] for c in pending]} after {timeout:.0f}s: "
                 f"{(logs.stdout + logs.stderr).strip()[-400:]}",
             )
-        return "ready", f"in {time.monotonic() - started:.0f}s"
+        took = time.monotonic() - started
+        shown = podman(
+            "container",
+            "inspect",
+            "--format",
+            "user {{.Config.User}}, read-only root {{.HostConfig.ReadonlyRootfs}}, "
+            "cap-drop {{.HostConfig.CapDrop}}",
+            f"{pod}-{spec['containers'][0]['name']}",
+            check=False,
+        ).stdout.strip()
+        return "ready", f"in {took:.0f}s ({shown})"
 
     def cleanup(self) -> None:
         for kind, name in reversed(self.made):

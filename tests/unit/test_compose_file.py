@@ -231,14 +231,11 @@ def test_migrations_run_before_the_services_against_their_database(
         url = env[f"{env_prefix(owner)}DATABASE_URL"]
         assert url.startswith("postgresql://") and "@postgres:5432/" in url
         assert services[name]["environment"][f"{env_prefix(owner)}DATABASE_URL"] == url
-        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+        # it retries until the database answers: no depends_on (podman 4.3 cannot start a
+        # service whose exited dependency has dependencies of its own)
+        assert "depends_on" not in services[name] and "seq 60" in services[name]["command"][-1]
         waits = services[owner]["depends_on"]
-        assert "migrate" in waits and waits["migrate"]["condition"] == (
-            "service_completed_successfully"
-        )
-    assert services["migrate"]["depends_on"]["migrate-retriever"]["condition"] == (
-        "service_completed_successfully"
-    )
+        assert waits[name]["condition"] == "service_completed_successfully"
 
 
 @pytest.mark.parametrize(("name", "port"), GRPC_PORTS.items())
