@@ -109,13 +109,18 @@ async def test_the_report_states_evidence_threshold_and_verdict() -> None:
         CoverageInput("when do tulips flower in spring", [scored(CORPUS[0], 0.31)], False)
     )
     assert not weak.covered and weak.evidence < 0.6
-    assert report.details["declined"] == f"hybrid evidence {weak.evidence:.3f} < 0.6"
+    assert report.details["declined"] == (
+        "looked for tulips, flower, spring; no passage covers them together closely "
+        f"enough (evidence {weak.evidence:.2f} < 0.6)"
+    )
 
     named, report = await stage.run(
         CoverageInput("Are rate limits per key in Kong?", [scored(CORPUS[0], 0.7)], False)
     )
     assert not named.covered and named.unknown_names == ("Kong",)
-    assert report.details["declined"] == "the question names Kong, which no passage contains"
+    assert report.details["declined"] == (
+        "looked for rate, limits, per, key, Kong; no passage mentions Kong"
+    )
     # the names rule is a setting
     off = CoverageStage(dataclasses.replace(PARAMS, names=False))
     assert (await off.run(CoverageInput("Are rate limits per key in Kong?",

@@ -13,6 +13,13 @@ from groundwire_orchestrator.stages.extractive import (
 )
 from tests.unit.orchestrator.doubles import FakeEmbedder, FakeReranker, chunk
 
+
+def body(answer: str) -> str:
+    """The answer without the lines naming where each block is ("*Doc*:")."""
+    return "\n\n".join(
+        p for p in answer.split("\n\n") if not (p.startswith("*") and p.endswith("*:"))
+    )
+
 SOURCES = [
     NumberedSource(
         1,
@@ -36,12 +43,17 @@ SOURCES = [
 
 def test_cite_puts_the_marker_before_the_final_punctuation() -> None:
     assert cite("Keys are limited.", 2) == "Keys are limited [2]."
-    assert cite('He said "stop."', 1) == 'He said "stop [1]."'
     assert cite("No stop", 3) == "No stop [3]"
+    assert cite("Run it like this:", 4) == "Run it like this [4]:"
+
+
+def test_a_marker_never_lands_inside_a_quotation_or_a_parenthesis() -> None:
+    assert cite('He said "stop."', 1) == 'He said "stop." [1]'
+    assert cite('Back off (see "Limits").', 2) == 'Back off (see "Limits") [2].'
 
 
 async def test_best_sentences_are_quoted_with_their_numbers() -> None:
-    stage = ExtractiveAnswerStage(FakeEmbedder(), max_sentences=2)
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=2)
     text, report = await stage.run(
         ExtractiveInput("how many requests per minute may an API key send", SOURCES, "no LLM")
     )
@@ -49,14 +61,14 @@ async def test_best_sentences_are_quoted_with_their_numbers() -> None:
     assert "Spaghetti" not in text and "make up" not in text
     assert report.name == "answer" and report.fallback and report.reason == "no LLM"
     # the other sentences score under RELATIVE_FLOOR of the best: never quoted to fill a slot
-    assert report.details["mode"] == "extractive" and report.details["sentences"] == "1"
+    assert report.details["mode"] == "extractive" and report.details["blocks"] == "1"
     assert report.details["scoring"] == "embedder + word overlap"
 
 
 async def test_embedder_down_scores_by_word_overlap() -> None:
-    stage = ExtractiveAnswerStage(FakeEmbedder(down=True), max_sentences=1)
+    stage = ExtractiveAnswerStage(FakeEmbedder(down=True), max_blocks=1)
     text, report = await stage.run(ExtractiveInput("spaghetti minutes", SOURCES, "no LLM"))
-    assert text == "Spaghetti cooks in nine minutes in salted water [3]."
+    assert body(text) == "Spaghetti cooks in nine minutes in salted water [3]."
     assert report.details["scoring"].startswith("word overlap (embedder unavailable")
 
 
@@ -65,14 +77,14 @@ async def test_no_usable_sentence_gives_no_answer() -> None:
     text, report = await stage.run(
         ExtractiveInput("q", [NumberedSource(1, chunk(1, "```\ncode only\n```"))], "no LLM")
     )
-    assert text == "" and report.details["sentences"] == "0"
+    assert text == "" and report.details["blocks"] == "0"
 
 
 async def test_nothing_is_quoted_when_even_the_best_sentence_is_a_weak_match() -> None:
     question = ExtractiveInput("how tall is mount everest", SOURCES, "no LLM")
     text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=0.2).run(question)
     assert text == ""
-    assert report.details["sentences"] == "0"
+    assert report.details["blocks"] == "0"
     assert float(report.details["best_score"]) < 0.2
     assert "< 0.2" in report.details["declined"]
     # the floor is what declines: without it the same sentences are quoted
@@ -85,7 +97,7 @@ async def test_a_good_match_clears_the_floor_and_reports_its_scores() -> None:
     text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=0.2).run(question)
     assert "sixty requests" in text
     scores = [float(x) for x in report.details["scores"].split(", ")]
-    assert len(scores) == int(report.details["sentences"]) and max(scores) >= 0.2
+    assert len(scores) == int(report.details["blocks"]) and max(scores) >= 0.2
     assert max(scores) == float(report.details["best_score"])
 
 
@@ -107,7 +119,7 @@ async def test_a_weak_sentence_is_not_quoted_beside_a_good_one() -> None:
     question = ExtractiveInput("how many requests per minute may an API key send", sources, "")
     text, report = await ExtractiveAnswerStage(FakeEmbedder()).run(question)
     # a free slot is not filled with what is left: it scores far under the best unit
-    assert text == "Each key may send sixty requests per minute to the API [1]."
+    assert body(text) == "Each key may send sixty requests per minute to the API [1]."
     [strong] = [float(x) for x in report.details["scores"].split(", ")]
     text, report = await ExtractiveAnswerStage(FakeEmbedder(), min_score=strong + 0.01).run(
         question
@@ -118,10 +130,10 @@ async def test_a_weak_sentence_is_not_quoted_beside_a_good_one() -> None:
 async def test_the_cross_encoder_scores_the_units_when_it_answers() -> None:
     # a cross-encoder that prefers the pasta sentence, against the embedder's choice
     reranker = FakeReranker(scores=lambda q, p: 0.9 if "Spaghetti" in p else 0.1)
-    stage = ExtractiveAnswerStage(FakeEmbedder(), max_sentences=1, reranker=reranker)
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1, reranker=reranker)
     question = ExtractiveInput("how many requests per minute may an API key send", SOURCES, "")
     text, report = await stage.run(question)
-    assert text == "Spaghetti cooks in nine minutes in salted water [3]."
+    assert body(text) == "Spaghetti cooks in nine minutes in salted water [3]."
     assert report.details["scoring"] == "cross-encoder"
     assert reranker.calls and reranker.calls[0][3] == 0.0  # every unit scored, no floor
     # the reranker failing falls back to the embedder's scores
@@ -142,9 +154,9 @@ async def test_units_are_not_repeated_and_pointer_sentences_are_not_quoted() -> 
         NumberedSource(2, chunk(2, f"{sentence}\n\nFor details, see the quota page.")),
     ]
     question = ExtractiveInput("how many requests per minute may an API key send", sources, "")
-    text, report = await ExtractiveAnswerStage(FakeEmbedder(), max_sentences=3).run(question)
-    assert text == f"{sentence[:-1]} [1]."
-    assert report.details["sentences_considered"] == "1", "the copy and the pointers are out"
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=3).run(question)
+    assert body(text) == f"{sentence[:-1]} [1]."
+    assert report.details["blocks_considered"] == "1", "the copy and the pointers are out"
 
 
 def test_mmr_prefers_a_new_point_to_a_near_copy_of_a_chosen_one() -> None:
@@ -166,12 +178,88 @@ def test_mmr_prefers_a_new_point_to_a_near_copy_of_a_chosen_one() -> None:
                       per_source=1) == [0, 2]
 
 
-async def test_table_rows_are_units_scored_with_their_header() -> None:
+async def test_a_row_of_a_long_table_is_quoted_under_its_header() -> None:
+    filler = "".join(f"| Retention of archive {n} | {n} days of storage |\n" for n in range(30))
+    table = (
+        "| Setting | Default |\n|---|---|\n| Rate limit per minute | sixty requests |\n"
+        f"{filler}| Quota per day | ten thousand requests |"
+    )
+    sources = [NumberedSource(1, chunk(1, table, heading=("Limits",)))]
+    question = ExtractiveInput("what is the default rate limit per minute", sources, "")
+    text, _ = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1).run(question)
+    assert text == (
+        "*Doc > Limits*:\n\n| Setting | Default | [1]\n| --- | --- |\n"
+        "| Rate limit per minute | sixty requests | [1]"
+    )
+
+
+async def test_a_short_table_is_quoted_whole() -> None:
     table = (
         "| Setting | Default |\n|---|---|\n| Rate limit per minute | sixty requests |\n"
         "| Quota per day | ten thousand requests |"
     )
     sources = [NumberedSource(1, chunk(1, table, heading=("Limits",)))]
     question = ExtractiveInput("what is the default rate limit per minute", sources, "")
-    text, _ = await ExtractiveAnswerStage(FakeEmbedder(), max_sentences=1).run(question)
-    assert text == "| Rate limit per minute | sixty requests | [1]"
+    text, report = await ExtractiveAnswerStage(FakeEmbedder()).run(question)
+    assert body(text).splitlines() == [
+        "| Setting | Default | [1]",
+        "| --- | --- |",
+        "| Rate limit per minute | sixty requests | [1]",
+        "| Quota per day | ten thousand requests | [1]",
+    ]
+    assert report.details["kinds"] == "table"
+
+
+EXAMPLE = """## Examples
+
+The following command enables versioning on a bucket named `demo`:
+
+```
+aws s3api put-bucket-versioning --bucket demo --versioning-configuration Status=Enabled
+```
+
+The next command turns on MFA delete, which needs the root account's device,
+as the security guide explains in its chapter on buckets. It is rarely used.
+
+See the security guide."""
+
+
+async def test_an_example_is_quoted_whole_with_the_sentence_that_introduces_it() -> None:
+    sources = [
+        NumberedSource(
+            1, chunk(1, EXAMPLE, title="put-bucket-versioning", source="put-bucket-versioning.rst")
+        ),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+    question = ExtractiveInput("How do I enable versioning on a bucket?", sources, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1).run(question)
+    assert text == (
+        "*put-bucket-versioning > Examples*:\n\n"
+        "The following command enables versioning on a bucket named `demo` [1]:\n\n"
+        "```\naws s3api put-bucket-versioning --bucket demo "
+        "--versioning-configuration Status=Enabled\n```\n[1]"
+    )
+    assert report.details["kinds"] == "example"
+
+
+async def test_a_paragraph_is_quoted_whole_and_a_pointer_is_not_a_block() -> None:
+    sources = [NumberedSource(1, chunk(1, EXAMPLE, title="put-bucket-versioning"))]
+    question = ExtractiveInput("what does MFA delete need", sources, "")
+    text, report = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1).run(question)
+    assert body(text) == (
+        "The next command turns on MFA delete, which needs the root account's device, as "
+        "the security guide explains in its chapter on buckets [1]. It is rarely used [1]."
+    )
+    assert report.details["blocks_considered"] == "2", "the pointer is no block"
+
+
+async def test_a_list_item_quoted_alone_loses_its_number() -> None:
+    steps = "".join(
+        f"{n}. step {n} of the long installation procedure that sets up the retriever "
+        f"and its stores on every node of the cluster\n" for n in range(1, 8)
+    )
+    steps += "8. treat a quota rejection as a signal to back off and retry later\n"
+    sources = [NumberedSource(1, chunk(1, steps))]
+    question = ExtractiveInput("what should a client do after a quota rejection", sources, "")
+    text, _ = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1).run(question)
+    assert body(text) == "- treat a quota rejection as a signal to back off and retry later [1]"

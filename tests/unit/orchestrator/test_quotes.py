@@ -11,6 +11,7 @@ from groundwire_orchestrator.stages.extractive import (
     compose,
 )
 from groundwire_orchestrator.stages.screening import flag
+from groundwire_orchestrator.text.blocks import blocks_of
 from groundwire_orchestrator.text.quotes import (
     cite_unit,
     quotable_units,
@@ -70,8 +71,9 @@ def test_a_unit_cited_and_its_markers_removed_is_the_chunks_text_again() -> None
 
 
 def test_the_answer_reads_as_markdown_and_the_check_finds_each_claim() -> None:
-    units = quotable_units(PAGE)
-    text = compose([(units[0], 1), (units[1], 1), (units[2], 2), (units[3], 2), (units[4], 2)])
+    blocks = blocks_of(quotable_units(PAGE), max_chars=700)
+    assert [b.kind for b in blocks][:2] == ["prose", "example"], "a list and the code after it"
+    text = compose([(blocks[0], 1, ""), (blocks[1], 2, "")])
     assert text.split("\n\n")[1].startswith("- `fast_path`"), "a list, apart from the prose"
     assert text.endswith("```bash\npip install x\n```\n[2]")
     found = cited_sentences(text)
@@ -96,7 +98,8 @@ async def test_flagged_passages_are_never_quoted() -> None:
     text, report = await stage.run(
         ExtractiveInput(question, [NumberedSource(1, evil), NumberedSource(2, good)], "no LLM")
     )
-    assert text == "The rate limit per API key is sixty requests every minute [2]."
+    quoted = text.split("\n\n")[-1]
+    assert quoted == "The rate limit per API key is sixty requests every minute [2]."
     assert report.details["flagged_not_quoted"] == "1"
     text, report = await stage.run(ExtractiveInput(question, [NumberedSource(1, evil)], ""))
     assert text == FLAGGED_ONLY and "flagged" in report.details["declined"]
@@ -115,7 +118,7 @@ async def test_text_that_reads_as_a_marker_is_not_quoted() -> None:
     text, _ = await ExtractiveAnswerStage(FakeEmbedder()).run(
         ExtractiveInput("how do I index an array entry", [NumberedSource(1, src)], "")
     )
-    assert text == "Index arrays from zero when you read the entries of it [1]."
+    assert text.split("\n\n")[-1] == "Index arrays from zero when you read the entries of it [1]."
 
 
 def test_table_body_rows_are_units_with_their_header_and_cite_after_the_last_pipe() -> None:

@@ -41,11 +41,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from groundwire_orchestrator.domain import Candidate, StageReport
-from groundwire_orchestrator.text.sentences import chunk_body, content_words
+from groundwire_orchestrator.text.sentences import STOPWORDS, chunk_body, content_words
 
 Method = Literal["cross-encoder", "hybrid"]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*[A-Za-z0-9]")
+_IDENTIFIER_JOINS = re.compile(r"[_=./-]+")
 GENERIC_ACRONYMS = frozenset(
     "API APIS CLI CPU CSV DNS FAQ GPU HTML HTTP HTTPS ID IDS IP JSON OS PDF RAM REST SDK "
     "SQL SSL TLS UI URL URLS UTF XML YAML".split()
@@ -75,6 +76,22 @@ class Coverage:
     terms: float = 0.0
     unknown_names: tuple[str, ...] = ()
     """Names in the question that no candidate contains (hybrid only)."""
+    together: float = 0.0
+    """The best share of the question's content words found in one candidate (hybrid)."""
+    looked_for: tuple[str, ...] = ()
+    """The question's content words, as searched (what a decline says it looked for)."""
+
+    def decline_reason(self) -> str:
+        """What was looked for and why it counts as not covered, for the reader."""
+        what = ", ".join(self.looked_for) or "the question"
+        if self.unknown_names:
+            return (
+                f"looked for {what}; no passage mentions {', '.join(self.unknown_names)}"
+            )
+        return (
+            f"looked for {what}; no passage covers them together closely enough "
+            f"(evidence {self.evidence:.2f} < {self.threshold:g})"
+        )
 
 
 @dataclass(frozen=True)
@@ -111,12 +128,23 @@ def names_in(query: str) -> list[str]:
     return names
 
 
+def searched_words(query: str) -> tuple[str, ...]:
+    """The question's words that were looked for, as the reader wrote them (stop words
+    out, each once)."""
+    words = (w.strip(".-") for w in _WORD.findall(query))
+    return tuple(dict.fromkeys(w for w in words if w and w.lower() not in STOPWORDS))
+
+
 @dataclass(frozen=True)
 class HybridEvidence:
     evidence: float
     dense: float
     terms: float
     unknown_names: tuple[str, ...]
+    together: float = 0.0
+    """The best share of the question's content words in one candidate: words spread
+    over unrelated passages ("dynamodb" in an IAM policy, "capacity" in a quota page)
+    are no evidence that any passage is about the question."""
 
 
 def hybrid_evidence(
@@ -128,13 +156,18 @@ def hybrid_evidence(
         return HybridEvidence(0.0, 0.0, 0.0, ())
     dense = max(0.0, max((c.path_score("dense") or 0.0 for c in candidates), default=0.0))
     found: set[str] = set()
-    for c in candidates:
-        found.update(content_words(f"{c.title} {chunk_body(c)}"))
     wanted = set(content_words(query))
+    together = 0.0
+    for c in candidates:
+        words = set(content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
+                                  f"{chunk_body(c)}"))
+        found.update(words)
+        if wanted:
+            together = max(together, len(wanted & words) / len(wanted))
     terms = len(wanted & found) / len(wanted) if wanted else 0.0
     unknown = tuple(n for n in names_in(query) if not set(content_words(n)) <= found)
     evidence = dense_weight * dense + (1.0 - dense_weight) * terms
-    return HybridEvidence(evidence, dense, terms, unknown)
+    return HybridEvidence(evidence, dense, terms, unknown, together)
 
 
 class CoverageStage:
@@ -170,20 +203,19 @@ class CoverageStage:
                 h.dense,
                 h.terms,
                 h.unknown_names,
+                h.together,
+                searched_words(inp.query),
             )
             bm25 = [s for c in top if (s := c.path_score("bm25")) is not None]
             details.update(
                 dense=f"{h.dense:.3f}",
                 terms=f"{h.terms:.3f}",
+                together=f"{h.together:.3f}",
                 bm25=f"{max(bm25):.3f}" if bm25 else "none",
                 dense_weight=f"{p.dense_weight:g}",
                 unknown_names=", ".join(h.unknown_names),
             )
-            reason = (
-                f"the question names {', '.join(h.unknown_names)}, which no passage contains"
-                if named_off
-                else f"hybrid evidence {h.evidence:.3f} < {p.threshold:g}"
-            )
+            reason = verdict.decline_reason()
         details.update(
             method=verdict.method,
             evidence=f"{verdict.evidence:.3f}",

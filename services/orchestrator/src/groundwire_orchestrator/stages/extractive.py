@@ -1,29 +1,38 @@
 """The extractive answer, used when no LLM is configured (or the LLM failed): the
-units of the top excerpts that best match the question (prose sentences, list items,
-fenced code blocks; see text.quotes), quoted verbatim, each with its [n] citation,
+blocks of the top excerpts that best answer the question, quoted verbatim and whole,
+each under the line naming where it is ("*Title > Section*:"), with its [n] citations,
 and labelled extractive (mode and stage report).
 
-Units are scored against the query by the cross-encoder when one is configured and
-answers; otherwise with the embedder (cosine, query vs the unit's plain text) blended
-with the share of the query's content words they contain; with the embedder down, the
-word share alone. They are then chosen by maximal marginal relevance (MMR): each pick
-is the unit with the best ``MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * similarity to
-the units already chosen`` (embedder cosine, else word overlap), so the answer does not
-say one thing twice; a unit nearly identical to a chosen one (similarity at least
-``DUPLICATE_SIMILARITY``, or the same words) is never quoted. A sentence that only
-points elsewhere ("See Git Authentication.") answers nothing and is not a unit. At most
-``max_sentences`` units, ``per_source`` from one excerpt, read grouped per source in
-source order. A how-to question ("how do I", "which command") adds PROCEDURE_BONUS to
-code blocks: code shares few words with a question, yet is what such a question asks
-for (on the golden set, "How do I start the embedder by hand with two threads?" was
-answered with the prose around the command instead of the command).
+A block (text.blocks) is what documentation answers with: an example (the sentence
+that introduces a command and the command's code block), a paragraph, a list, a table
+(a row of a long one, under its header row), a code block; a block longer than
+MAX_BLOCK_CHARS is quoted by its parts. Quoting single sentences picked the sentence
+before the one naming the function, or an error message rather than the option on the
+same page (issue #32: on the AWS CLI's and CMake's reference pages, see
+evals/docs-answers/). A sentence that only points elsewhere ("See Git Authentication.")
+answers nothing and is left out of its block.
 
-A unit scoring under ``RELATIVE_FLOOR`` times the best unit's score is not quoted
-either: a free slot is not a reason to quote something barely related. Code blocks
-and table rows are scored with the heading they sit under.
+Blocks are scored against the query by the cross-encoder when one is configured and
+answers; otherwise by ``SEMANTIC_WEIGHT`` x the embedder's cosine (query vs the block's
+plain text under its heading) + ``LEXICAL_WEIGHT`` x the share of the query's content
+words in the block + ``TASK_WEIGHT`` x their share in what the block says it is about
+(the page title, the heading above it, its lead-in); with the embedder down, the word
+share alone. They are then chosen by maximal marginal relevance (MMR): each pick is the
+block with the best ``MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * similarity to the
+blocks already chosen`` (embedder cosine, else word overlap), so the answer does not
+say one thing twice; a block nearly identical to a chosen one (similarity at least
+``DUPLICATE_SIMILARITY``, or the same words) is never quoted. At most ``max_blocks``
+blocks, ``per_source`` from one excerpt, MAX_ANSWER_CHARS in all after the first, read
+in source order. A how-to question ("how do I", "which command") adds PROCEDURE_BONUS
+to blocks holding code: code shares few words with a question, yet is what such a
+question asks for.
 
-Each unit is quoted as the chunk it cites has it: with the markers removed, the
-answer is the chunk's own text (whitespace runs aside). That proves the words exist,
+A block scoring under ``RELATIVE_FLOOR`` times the best block's score is not quoted
+either: a free slot is not a reason to quote something barely related.
+
+Each block is quoted as the chunk it cites has it: with the markers removed, the
+answer is the chunk's own text (whitespace runs, a list item's number when the item is
+quoted without its list, and a table's delimiter row aside). That proves the words exist,
 not that they answer the question: the citations are checked like any answer's.
 
 A passage flagged by the injection screen is never quoted: its text was written to
@@ -54,21 +63,31 @@ from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder, Reranker
 from groundwire_orchestrator.domain import NumberedSource, StageReport
 from groundwire_orchestrator.stages.rerank import RerankerLoadCache
+from groundwire_orchestrator.text.blocks import Block, blocks_of, render
 from groundwire_orchestrator.text.passages import PassageVectors, cosine, model_of
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX
-from groundwire_orchestrator.text.quotes import Unit, cite, cite_unit, quotable_units
+from groundwire_orchestrator.text.quotes import Unit, cite, quotable_units
 from groundwire_orchestrator.text.sentences import (
     MARKER,
     chunk_body,
     content_words,
+    heading_label,
     overlap,
     strip_markers,
 )
 
 __all__ = ["FLAGGED_ONLY", "ExtractiveAnswerStage", "ExtractiveInput", "cite"]
 
-SEMANTIC_WEIGHT = 0.7
-LEXICAL_WEIGHT = 0.3
+SEMANTIC_WEIGHT = 0.6
+LEXICAL_WEIGHT = 0.2
+TASK_WEIGHT = 0.2
+"""The share of the question's words in what a block says it is about: the page's
+title, the heading above it and its lead-in (an example's introduction)."""
+MAX_BLOCK_CHARS = 700
+"""A block longer than this is quoted by its parts (sentences, items, rows)."""
+MAX_ANSWER_CHARS = 1600
+"""The blocks after the first are quoted only while the answer stays under this."""
+MAX_SCORED_CHARS = 1000
 MAX_UNIT_CHARS = 400
 MAX_CODE_CHARS = 800
 MAX_CODE_LINES = 16
@@ -106,14 +125,20 @@ class ExtractiveInput:
 @dataclass(frozen=True)
 class _Candidate:
     number: int
-    unit: Unit
+    block: Block
     scored: str
-    """The text scored against the query: the unit without Markdown markup (a code
-    block: its section heading, introducing line and code; a table row: its section
-    heading and header row too)."""
+    """The text scored against the query: the block without Markdown markup, under its
+    heading (a code block's identifiers split into words, a table row with its header)."""
     flagged: bool
     section: str = ""
-    """The heading the unit sits under: its words count in the word overlap."""
+    """The heading the block sits under: its words count in the word overlap."""
+    task: str = ""
+    """What the block says it is about: the page's title, its heading and lead-in."""
+    label: str = ""
+    """Where it is, as the answer shows it: "Title > Section"."""
+    pieces: tuple[str, ...] = ()
+    """Its units' texts as embedded: a block's cosine is its best unit's (the sentence
+    vectors are the ones the citation check embeds too, so they are embedded once)."""
 
 
 def pointer_only(plain: str) -> bool:
@@ -122,7 +147,8 @@ def pointer_only(plain: str) -> bool:
     return bool(_POINTER.match(plain)) and len(plain.split()) <= POINTER_MAX_WORDS
 
 
-def _quotable(unit: Unit) -> bool:
+def _keepable(unit: Unit) -> bool:
+    """Whether a unit may be quoted inside a block."""
     if MARKER.search(unit.text):  # "x[1]" would be read as a citation
         return False
     if unit.kind == "row":
@@ -134,52 +160,72 @@ def _quotable(unit: Unit) -> bool:
             and lines <= MAX_CODE_LINES
             and len(content_words(unit.text)) >= 3
         )
-    plain = strip_markers(unit.text)
-    return (
-        not pointer_only(plain)
-        and len(plain.split()) >= 5
-        and len(unit.text) <= MAX_UNIT_CHARS
-        and unit.text.rstrip()[-1] not in ":;,"
-    )
+    return not pointer_only(strip_markers(unit.text)) and len(unit.text) <= MAX_UNIT_CHARS
+
+
+def _quotable(block: Block) -> bool:
+    """Whether a block says enough to be quoted: a lone sentence or item needs five
+    words and must not end as a lead-in to something left out."""
+    if len(block.units) > 1 or block.kind in ("code", "table"):
+        return True
+    plain = strip_markers(block.units[0].text)
+    return len(plain.split()) >= 5 and block.units[0].text.rstrip()[-1] not in ":;,"
+
+
+def _plain(unit: Unit) -> str:
+    if unit.kind == "code":
+        # identifiers split into words: GROUNDWIRE_EMBEDDER_PORT says "embedder"
+        return _IDENTIFIER_JOINS.sub(" ", "\n".join(unit.text.splitlines()[1:-1]))
+    if unit.kind == "row":  # with its header ("| setting | default |")
+        return " ".join(f"{unit.context} {unit.text}".replace("|", " ").split())
+    return strip_markers(unit.text)
+
+
+def _piece(unit: Unit, heading: str) -> str:
+    """A unit's text as embedded: code blocks and table rows say little in words, so
+    they are embedded under their heading (and a code block with its introduction)."""
+    if unit.kind == "code":
+        return f"{heading}: {strip_markers(unit.context)}\n{_plain(unit)}".strip(": \n")
+    if unit.kind == "row":
+        return " ".join(f"{heading}: {_plain(unit)}".split())
+    return strip_markers(unit.text)
 
 
 def _candidates(src: NumberedSource) -> list[_Candidate]:
     out = []
-    path = src.candidate.heading_path
+    cand = src.candidate
+    path = cand.heading_path
     section = path[-1] if len(path) > 1 else ""  # the first is the document's title
-    for unit in quotable_units(chunk_body(src.candidate)):
-        if not _quotable(unit):
+    label = heading_label(cand)
+    units = quotable_units(chunk_body(cand))
+    for block in blocks_of(units, max_chars=MAX_BLOCK_CHARS, keep=_keepable):
+        if not _quotable(block):
             continue
-        # code and table rows say little in words: their heading says what they are for
-        if unit.kind == "code":
-            # identifiers split into words: GROUNDWIRE_EMBEDDER_PORT says "embedder"
-            code = _IDENTIFIER_JOINS.sub(" ", "\n".join(unit.text.splitlines()[1:-1]))
-            scored = f"{section}: {strip_markers(unit.context)}\n{code}".strip(": \n")
-        elif unit.kind == "row":  # scored with its header ("| setting | default |")
-            scored = " ".join(f"{section}: {unit.context} {unit.text}".replace("|", " ").split())
-        else:
-            scored = strip_markers(unit.text)
-        out.append(
-            _Candidate(src.number, unit, scored, src.candidate.injection_flagged, section)
+        heading = block.heading or section
+        body = " ".join(_plain(u) for u in block.units)
+        scored = f"{heading}: {body}".strip(": ")[:MAX_SCORED_CHARS]
+        task = _IDENTIFIER_JOINS.sub(" ", f"{cand.title} {heading} {strip_markers(block.lead)}")
+        where = label if not block.heading or label.endswith(block.heading) else (
+            f"{label} > {block.heading}" if label else block.heading
         )
+        pieces = tuple(dict.fromkeys(_piece(u, heading) for u in block.units))
+        out.append(_Candidate(src.number, block, scored, cand.injection_flagged, heading,
+                              task, where, pieces))
     return out
 
 
-
-def compose(quoted: Sequence[tuple[Unit, int]]) -> str:
-    """The answer text of cited units, in the given order: consecutive sentences, and
-    consecutive list items, one per line (a paragraph, a list); a code block, and a
-    change between prose and list, starts a new block (blank line)."""
-    blocks: list[list[str]] = []
-    last_kind = ""
-    for unit, number in quoted:
-        line = cite_unit(unit, number)
-        if unit.kind == last_kind and unit.kind != "code" and blocks:
-            blocks[-1].append(line)
-        else:
-            blocks.append([line])
-        last_kind = unit.kind
-    return "\n\n".join("\n".join(b) for b in blocks)
+def compose(quoted: Sequence[tuple[Block, int, str]]) -> str:
+    """The answer text of cited blocks, in the given order: each block whole (see
+    text.blocks.render), under the line naming where it is ("*Title > Section*:"),
+    once for consecutive blocks from one place."""
+    parts: list[str] = []
+    last = ""
+    for block, number, where in quoted:
+        if where and where != last:
+            parts.append(f"*{where}*:")
+        last = where
+        parts.append(render(block, number))
+    return "\n\n".join(parts)
 
 
 def _similarity(
@@ -231,10 +277,10 @@ class ExtractiveAnswerStage:
         self,
         embedder: Embedder | None,
         *,
-        max_sentences: int = 3,
+        max_blocks: int = 3,
         per_source: int = 2,
         from_sources: int = 8,
-        max_embedded: int = 32,
+        max_embedded: int = 48,
         min_score: float = 0.0,
         passages: PassageVectors | None = None,
         reranker: Reranker | None = None,
@@ -251,7 +297,7 @@ class ExtractiveAnswerStage:
         if passages is None and embedder is not None:
             passages = PassageVectors(embedder)
         self._passages = passages
-        self._max_sentences = max_sentences
+        self._max_blocks = max_blocks
         self._per_source = per_source
         self._from_sources = from_sources
         self._max_embedded = max_embedded
@@ -267,10 +313,11 @@ class ExtractiveAnswerStage:
     async def _semantic(
         self, query: str, candidates: Sequence[_Candidate]
     ) -> tuple[list[float], list[Sequence[float]]] | None:
-        """Each unit's cosine to the query and its vector (None without the embedder)."""
+        """Each block's cosine to the query (its best unit's) and its vector (the mean of
+        its units'); None without the embedder."""
         if self._embedder is None or self._passages is None:
             return None
-        texts = [x.scored for x in candidates]
+        texts = list(dict.fromkeys(t for x in candidates for t in x.pieces))
         q, got = await asyncio.gather(
             self._embedder.embed([query], query=True),
             self._passages.get(texts),  # chunk text: kept
@@ -281,7 +328,12 @@ class ExtractiveAnswerStage:
         vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
         if any(t not in vectors for t in texts):
             return None
-        return [cosine(qv, vectors[t]) for t in texts], [vectors[t] for t in texts]
+        scores = [max(cosine(qv, vectors[t]) for t in x.pieces) for x in candidates]
+        means: list[Sequence[float]] = [
+            [sum(col) / len(x.pieces) for col in zip(*(vectors[t] for t in x.pieces), strict=True)]
+            for x in candidates
+        ]
+        return scores, means
 
     async def _cross_encoder(
         self, query: str, candidates: Sequence[_Candidate], details: dict[str, str]
@@ -324,7 +376,7 @@ class ExtractiveAnswerStage:
             if key not in seen:
                 seen.add(key)
                 candidates.append(c)
-        details = {"mode": "extractive", "sentences_considered": str(len(candidates))}
+        details = {"mode": "extractive", "blocks_considered": str(len(candidates))}
         flagged = [str(s.number) for s in top if s.candidate.injection_flagged]
         if flagged:
             details["flagged_not_quoted"] = ", ".join(flagged)
@@ -334,21 +386,34 @@ class ExtractiveAnswerStage:
             return answer, StageReport("answer", ms, True, inp.reason, inp.dependency, details)
 
         if not candidates:
-            details["sentences"] = "0"
+            details["blocks"] = "0"
             return finish("")
         query_words = content_words(inp.query)
         lexical = [
             overlap(query_words, content_words(f"{c.section} {c.scored}")) for c in candidates
         ]
-        if len(candidates) > self._max_embedded:
-            # only the units sharing most words with the query are embedded (cost);
-            # flagged ones last, since they are never quoted
-            keep = sorted(
-                range(len(candidates)), key=lambda i: (candidates[i].flagged, -lexical[i], i)
+        # the question's words in what the block says it is about (title, heading,
+        # lead-in): "enable versioning" asks for the example introduced as "enables
+        # versioning on a bucket", not for a block that mentions versioning in passing
+        task = [overlap(query_words, content_words(c.task)) for c in candidates]
+        if sum(len(c.pieces) for c in candidates) > self._max_embedded:
+            # only the blocks sharing most words with the query are embedded (cost),
+            # up to max_embedded units; flagged ones last, since they are never quoted
+            order = sorted(
+                range(len(candidates)),
+                key=lambda i: (candidates[i].flagged, -lexical[i] - task[i], i),
             )
-            keep = sorted(keep[: self._max_embedded])
+            keep: list[int] = []
+            units = 0
+            for i in order:
+                if keep and units + len(candidates[i].pieces) > self._max_embedded:
+                    continue
+                keep.append(i)
+                units += len(candidates[i].pieces)
+            keep = sorted(keep)
             candidates = [candidates[i] for i in keep]
             lexical = [lexical[i] for i in keep]
+            task = [task[i] for i in keep]
         vectors: list[Sequence[float]] | None = None
         try:
             semantic = await self._semantic(inp.query, candidates)
@@ -364,6 +429,7 @@ class ExtractiveAnswerStage:
         elif semantic is not None:
             scores = [
                 SEMANTIC_WEIGHT * semantic[0][i] + LEXICAL_WEIGHT * lexical[i]
+                + TASK_WEIGHT * task[i]
                 for i in range(len(candidates))
             ]
             floor = self._min_score
@@ -375,7 +441,7 @@ class ExtractiveAnswerStage:
             # "how do I ..." is answered by the commands more often than by the prose
             # around them, and code says little in words the question shares
             scores = [
-                s + PROCEDURE_BONUS if c.unit.kind == "code" else s
+                s + PROCEDURE_BONUS if c.block.has_code else s
                 for s, c in zip(scores, candidates, strict=True)
             ]
             details["code_bonus"] = f"{PROCEDURE_BONUS:g} (a how-to question)"
@@ -386,7 +452,7 @@ class ExtractiveAnswerStage:
         # free slot is not a reason to quote something barely related)
         ranked = [i for i in ranked if scores[i] >= max(floor, RELATIVE_FLOOR * best)]
         if not ranked:
-            details["declined"] = f"best sentence score {best:.3f} < {floor}"
+            details["declined"] = f"best block score {best:.3f} < {floor}"
         matched_flagged = any(candidates[i].flagged for i in ranked)
         ranked = [i for i in ranked if not candidates[i].flagged]
         words = [set(content_words(c.scored)) for c in candidates]
@@ -395,13 +461,25 @@ class ExtractiveAnswerStage:
             scores,
             [c.number for c in candidates],
             lambda a, b: _similarity(a, b, vectors, words),
-            limit=self._max_sentences,
+            limit=self._max_blocks,
             per_source=self._per_source,
         )
+        # a few blocks, not a page: after the best one, only those that fit the budget
+        fitting: list[int] = []
+        used = 0
+        for i in chosen:
+            size = candidates[i].block.chars
+            if not fitting or used + size <= MAX_ANSWER_CHARS:
+                fitting.append(i)
+                used += size
+        chosen = fitting
         # read in the excerpts' order: by source number, then position in the chunk
-        chosen.sort(key=lambda i: (candidates[i].number, candidates[i].unit.position))
-        answer = compose([(candidates[i].unit, candidates[i].number) for i in chosen])
-        details["sentences"] = str(len(chosen))
+        chosen.sort(key=lambda i: (candidates[i].number, candidates[i].block.position))
+        answer = compose(
+            [(candidates[i].block, candidates[i].number, candidates[i].label) for i in chosen]
+        )
+        details["blocks"] = str(len(chosen))
+        details["kinds"] = ", ".join(candidates[i].block.kind for i in chosen)
         details["scores"] = ", ".join(f"{scores[i]:.3f}" for i in chosen)
         if not chosen and matched_flagged:
             details["declined"] = "only passages flagged as possible injection matched"

@@ -34,7 +34,9 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^\s{0,12}(?:[-*+\u2022]|\d{1,3}[.)])\s+\S")
 _SPACED_MARKER = re.compile(r"[ \t]*" + MARKER.pattern)
 _MARKER_LINE = re.compile(r"^\s*(?:" + MARKER.pattern + r"\s*)+$")
-_FINAL = ".!?\"')\u201d\u2019"
+_FINAL = ".!?:;"
+"""Punctuation the marker goes before. Not closing quotes or brackets: a marker before
+them would sit inside the quotation or the parenthesis ('(see "Limits [2]").')."""
 _TABLE_DELIMITER = re.compile(r"^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?$")
 
 
@@ -48,6 +50,12 @@ class Unit:
     context: str = ""
     """A code block's introducing line ("Install it with pip:"), or a table row's
     header row, for scoring only."""
+    block: int = 0
+    """Which block of the chunk it belongs to: the sentences of one paragraph, the items
+    of one list, the rows of one table share it; a code block has its own."""
+    heading: str = ""
+    """The heading line above it inside the chunk ("" when none: the chunk's heading
+    path says where it is)."""
 
 
 def _closing(fence: str, line: str) -> bool:
@@ -66,13 +74,21 @@ def quotable_units(text: str) -> list[Unit]:
     lines = text.splitlines()
     paragraph: list[str] = []
     item: list[str] = []
+    block = 0
+    heading = ""
+    in_list = False  # items stay one block across the blank lines of a loose list
 
     def add(kind: UnitKind, unit_text: str, context: str = "") -> None:
-        units.append(Unit(kind, unit_text, len(units), context))
+        units.append(Unit(kind, unit_text, len(units), context, block, heading))
+
+    def new_block() -> None:
+        nonlocal block, in_list
+        block, in_list = block + 1, False
 
     def flush() -> None:
         """Ends the open paragraph or list item."""
         if paragraph:
+            new_block()
             for sentence in split_sentences(" ".join(" ".join(paragraph).split())):
                 add("sentence", sentence)
             paragraph.clear()
@@ -95,12 +111,16 @@ def quotable_units(text: str) -> list[Unit]:
             if end is None:  # cut by the chunk boundary: not quotable
                 break
             if end > i + 1:
+                new_block()
                 add("code", "\n".join(lines[i : end + 1]), recent)
             i, previous_blank, recent = end + 1, False, ""
             continue
         if not stripped or stripped.startswith("#"):
             flush()  # a blank line or a heading ends a paragraph
             recent = recent if not stripped else ""
+            if stripped:
+                heading = stripped.lstrip("#").strip()
+                in_list = False
         elif (
             stripped.startswith("|")
             and i + 1 < len(lines)
@@ -108,6 +128,7 @@ def quotable_units(text: str) -> list[Unit]:
         ):
             flush()
             recent = ""
+            new_block()
             # a table: each body row is a unit, the header row its context
             header, i = stripped, i + 2
             while i < len(lines) and lines[i].strip().startswith("|"):
@@ -120,17 +141,22 @@ def quotable_units(text: str) -> list[Unit]:
         ):
             flush()
             recent = ""
+            in_list = False
             # a table, block quote, HTML or indented code: skipped up to a blank line
             while i + 1 < len(lines) and lines[i + 1].strip() and not _FENCE.match(lines[i + 1]):
                 i += 1
         elif _ITEM.match(line):
             flush()
+            if not in_list:
+                new_block()
+                in_list = True
             item.append(stripped)
             recent = stripped
         elif item:
             item.append(stripped)  # a wrapped item line
             recent = stripped
         else:
+            in_list = False
             paragraph.append(stripped)
             recent = stripped
         previous_blank = not stripped
@@ -140,8 +166,9 @@ def quotable_units(text: str) -> list[Unit]:
 
 
 def cite(sentence: str, number: int) -> str:
-    """``sentence`` with `` [number]`` before its final punctuation (at its end when it
-    has none: nothing is added to the quote but the marker)."""
+    """``sentence`` with `` [number]`` before its final full stop, question or
+    exclamation mark, after any closing quote or bracket (at its end when it has none:
+    nothing is added to the quote but the marker)."""
     body = sentence.rstrip()
     end = len(body)
     while end and body[end - 1] in _FINAL:
