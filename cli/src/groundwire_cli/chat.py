@@ -81,6 +81,9 @@ class Source:
     injection_flagged: bool
     text: str = ""
     """The chunk's text, as the answer's excerpt (the citations' source spans index it)."""
+    live: bool = False
+    """Looked up live on the documentation site (``url``), not in the collection."""
+    fetched_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,8 @@ def _source(raw: Mapping[str, Any]) -> Source:
         float(raw.get("score", 0.0)),
         bool(raw.get("injection_flagged", False)),
         str(raw.get("text", "")),
+        bool(raw.get("live", False)),
+        float(raw.get("fetched_at", 0.0)),
     )
 
 

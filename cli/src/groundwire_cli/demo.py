@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -175,6 +176,9 @@ def print_answer(question: str, outcome: ChatOutcome) -> None:
         for s in outcome.cited:
             path = " > ".join(s.heading_path) or s.title
             flag = "  [flagged: possible prompt injection]" if s.injection_flagged else ""
+            if s.live:  # not from the collection: fetched from its documentation site
+                fetched = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(s.fetched_at))
+                flag += f"  [live, fetched {fetched}]"
             print(f"    [{s.number}] {path}{flag}")
             print(f"        {s.url or s.source_id}  ({s.source_id})")
     if outcome.citations:

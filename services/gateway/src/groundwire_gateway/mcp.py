@@ -136,7 +136,12 @@ class CitedSource(BaseModel):
     title: str
     url: str
     text: str = Field(description="The cited passage.")
-    resource: str
+    resource: str = Field(description="URI of the whole document; empty for a live page.")
+    live: bool = Field(
+        False,
+        description="Looked up live on the documentation site (url), not in the collection.",
+    )
+    fetched_at: float = Field(0.0, description="Live only: Unix seconds of the fetch.")
 
 
 class CheckedCitation(BaseModel):
@@ -347,7 +352,9 @@ def _answer(collection: str, events: list[models.AskEvent]) -> AskOutput:
                 title=s.title,
                 url=s.url,
                 text=s.text,
-                resource=resource_uri(collection, s.source_id),
+                resource="" if s.live else resource_uri(collection, s.source_id),
+                live=s.live,
+                fetched_at=s.fetched_at,
             )
             for s in citations.sources
         ],

@@ -263,6 +263,13 @@ class Source(BaseModel):
     score: float
     match_reason: str = ""
     injection_flagged: bool = False
+    live: bool = Field(
+        False,
+        description="Looked up live on the collection's documentation site because the "
+        "collection did not cover the question: not part of the collection, unreviewed "
+        "(docs/live-docs.md). `url` is the page.",
+    )
+    fetched_at: float = Field(0.0, description="Live only: Unix seconds of the page's fetch.")
 
 
 VerificationStatus = Literal[

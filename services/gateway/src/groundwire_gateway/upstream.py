@@ -94,6 +94,8 @@ def _source(s: orchestrator_pb2.Source) -> models.Source:
         score=s.score,
         match_reason=s.match_reason,
         injection_flagged=s.injection_flagged,
+        live=s.live,
+        fetched_at=s.fetched_at,
     )
 
 

@@ -214,7 +214,15 @@
         `[${s.number || s.rank}] ${s.source_id} · score ${Number(s.score).toFixed(3)}` +
         (s.match_reason ? ` · ${s.match_reason}` : "") +
         (s.injection_flagged ? " · flagged: looks like an instruction" : ""));
-      li.append(title, meta);
+      li.append(title);
+      if (s.live) {  // looked up on the documentation site, not in the collection
+        const badge = el("span", "chip live", "live");
+        badge.title = "Fetched live from the documentation site" +
+          (s.fetched_at ? ` at ${new Date(s.fetched_at * 1000).toISOString()}` : "") +
+          "; not part of the collection";
+        li.append(" ", badge);
+      }
+      li.append(meta);
       sourcesEl.append(li);
     }
   }
