@@ -434,12 +434,16 @@ class LifespanTransport(httpx.ASGITransport):
         super().__init__(app=app, raise_app_exceptions=False)
         self._app = app
         self._stack = stack
-        self._started = False
+        self._starting = False
+        self._started = asyncio.Event()  # concurrent first requests all wait for it
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if not self._started:
-            self._started = True
+        if not self._starting:
+            self._starting = True
             await self._stack.enter_async_context(self._app.router.lifespan_context(self._app))
+            self._started.set()
+            await asyncio.sleep(0)  # the waiting requests go on together with this one
+        await self._started.wait()
         return await super().handle_async_request(request)
 
 

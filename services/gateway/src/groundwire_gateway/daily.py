@@ -81,6 +81,8 @@ class DailyLedger:
     async def flush(self) -> None:
         """Adds the noted amounts to the rows; on failure they stay for the next try.
         Raises SQLAlchemyError or OSError when the database refused."""
+        if not self._pending and self._pruned_day == self._day():
+            return  # nothing to write: no database round trip
         pending, self._pending = self._pending, {}
         by_day: dict[int, dict[rows.CounterKey, int]] = {}
         for (day, kind, bucket), amount in pending.items():
