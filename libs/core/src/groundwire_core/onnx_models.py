@@ -11,6 +11,7 @@ this module, and they depend on them.
 from __future__ import annotations
 
 import logging
+import shutil
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -188,6 +189,58 @@ def _quiet_quantizer() -> Iterator[None]:
         yield
     finally:
         root.removeFilter(hint)
+
+
+def external_data_file(onnx_path: Path) -> Path:
+    """Where a graph written by Groundwire keeps its weights when they are external."""
+    return onnx_path.with_name(onnx_path.name + ".data")
+
+
+def save_onnx(
+    source: Path,
+    target: Path,
+    *,
+    external_data: bool | None = None,
+    external_data_bytes: int = 1_500_000_000,
+) -> int:
+    """Re-save the graph at ``source`` as ``target``; returns the weights' size in bytes.
+
+    Weights go to one external file (``external_data_file(target)``) when
+    ``external_data`` is True, or when it is None and they exceed ``external_data_bytes``
+    (a protobuf file cannot exceed 2 GiB: XLM-RoBERTa large in fp32 is ~2.2 GB). The
+    exporter scatters large models over one file per tensor; this gathers them.
+    """
+    import onnx
+
+    model = onnx.load(str(source))  # pulls in external tensors from source's folder
+    size = sum(len(t.raw_data) for t in model.graph.initializer)
+    use_external = external_data if external_data is not None else size > external_data_bytes
+    if use_external:
+        onnx.save_model(
+            model,
+            str(target),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=external_data_file(Path(target)).name,
+            size_threshold=1024,
+        )
+    else:
+        onnx.save_model(model, str(target))
+    return size
+
+
+def quantize_in_place(graph: Path, scratch: Path) -> None:
+    """Replaces the fp32 graph at ``graph`` by its int8 version (``quantize_int8``); the
+    fp32 graph, with its external weights if any, moves to ``scratch`` first."""
+    data = external_data_file(graph)
+    fp32_dir = Path(scratch) / "fp32"
+    fp32_dir.mkdir(parents=True, exist_ok=True)
+    fp32_graph = fp32_dir / graph.name
+    shutil.move(graph, fp32_graph)
+    external = data.is_file()
+    if external:
+        shutil.move(data, external_data_file(fp32_graph))
+    quantize_int8(fp32_graph, graph, external_data=external)
 
 
 def quantize_int8(fp32_model: Path, int8_model: Path, *, external_data: bool = False) -> None:

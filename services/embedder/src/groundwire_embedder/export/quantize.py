@@ -6,7 +6,6 @@ shared with the reranker's build.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -15,14 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from groundwire_core.errors import BackendFailure
-from groundwire_core.onnx_models import quantize_int8
+from groundwire_core.onnx_models import external_data_file as external_data_file
+from groundwire_core.onnx_models import quantize_in_place
+from groundwire_core.onnx_models import save_onnx as save_onnx
 from groundwire_embedder.models import EncoderOutput, OnnxEncoder
 from groundwire_embedder.models.manifest import ModelManifest
-
-
-def external_data_file(onnx_path: Path) -> Path:
-    """Where a graph written by this package keeps its weights when they are external."""
-    return onnx_path.with_name(onnx_path.name + ".data")
 
 
 def quantize_model_dir(model_dir: Path, scratch: Path, manifest: ModelManifest) -> None:
@@ -30,16 +26,7 @@ def quantize_model_dir(model_dir: Path, scratch: Path, manifest: ModelManifest) 
 
     The fp32 graph (and its external weights, if any) moves to ``scratch``.
     """
-    graph = Path(model_dir) / manifest.onnx_file
-    data = external_data_file(graph)
-    fp32_dir = Path(scratch) / "fp32"
-    fp32_dir.mkdir(parents=True, exist_ok=True)
-    fp32_graph = fp32_dir / graph.name
-    shutil.move(graph, fp32_graph)
-    external = data.is_file()
-    if external:
-        shutil.move(data, external_data_file(fp32_graph))
-    quantize_int8(fp32_graph, graph, external_data=external)
+    quantize_in_place(Path(model_dir) / manifest.onnx_file, scratch)
     replace(manifest, quantized=True).save(model_dir)
 
 
@@ -76,39 +63,6 @@ def quantize_checked(
             f"{cos_mean:.4f} < {min_cosine_mean}); not installed"
         )
     return output, cos_mean, cos_min
-
-
-def save_onnx(
-    source: Path,
-    target: Path,
-    *,
-    external_data: bool | None = None,
-    external_data_bytes: int = 1_500_000_000,
-) -> int:
-    """Re-save the graph at ``source`` as ``target``; returns the weights' size in bytes.
-
-    Weights go to one external file (``external_data_file(target)``) when
-    ``external_data`` is True, or when it is None and they exceed ``external_data_bytes``
-    (a protobuf file cannot exceed 2 GiB). The exporter scatters large models over one file
-    per tensor; this gathers them.
-    """
-    import onnx
-
-    model = onnx.load(str(source))  # pulls in external tensors from source's folder
-    size = sum(len(t.raw_data) for t in model.graph.initializer)
-    use_external = external_data if external_data is not None else size > external_data_bytes
-    if use_external:
-        onnx.save_model(
-            model,
-            str(target),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=external_data_file(Path(target)).name,
-            size_threshold=1024,
-        )
-    else:
-        onnx.save_model(model, str(target))
-    return size
 
 
 def cosine_stats(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

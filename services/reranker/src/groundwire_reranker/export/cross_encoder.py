@@ -32,7 +32,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from groundwire_core.errors import BackendFailure, InvalidInput, NotFound, Unavailable
-from groundwire_core.onnx_models import export_traced, quantize_int8
+from groundwire_core.onnx_models import export_traced, quantize_in_place, save_onnx
 from groundwire_reranker.export import BuildReport, staging_dir
 from groundwire_reranker.export.cost_model import (
     COST_SHAPES,
@@ -225,7 +225,13 @@ def build_cross_encoder(
         tokenizer.save(str(stage / "tokenizer.json"))
 
         t0 = time.perf_counter()
-        _export(torch, model, tokenizer, input_names, pad_id, stage / "model.onnx")
+        exported = Path(scratch) / "export" / "model.onnx"
+        exported.parent.mkdir()
+        _export(torch, model, tokenizer, input_names, pad_id, exported)
+        # one weights file beside the graph when it is over ~1.5 GB (XLM-R large in fp32
+        # is 2.2 GB, past protobuf's 2 GiB; the exporter scatters it over a file a tensor)
+        save_onnx(exported, stage / "model.onnx")
+        shutil.rmtree(exported.parent)
         input_names = _graph_inputs(stage / "model.onnx", input_names)
         log(
             f"exported ONNX (opset {OPSET}, inputs {', '.join(input_names)}) "
@@ -268,10 +274,8 @@ def build_cross_encoder(
         if int8:
             fp32_scores = _scores(onnx_logits, spec.nli)
             del fp32  # release the session before the file moves
-            fp32_path = Path(scratch) / "model.fp32.onnx"
-            shutil.move(stage / "model.onnx", fp32_path)
             t0 = time.perf_counter()
-            quantize_int8(fp32_path, stage / "model.onnx")
+            quantize_in_place(stage / "model.onnx", Path(scratch))
             replace(manifest, quantized=True).save(stage)
             log(f"quantized to int8 (per-channel MatMul) in {time.perf_counter() - t0:.1f}s")
             int8_encoder = model_class(stage, serve_cost_model=spec.cost_model)
