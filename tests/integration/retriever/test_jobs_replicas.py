@@ -139,6 +139,32 @@ async def test_two_jobs_of_a_collection_on_two_replicas_run_one_after_the_other(
         assert (done_second.counts.updated, done_second.counts.ingested) == (30, 0)
 
 
+async def test_a_cancel_sent_to_another_replica_stops_the_job_where_it_runs(
+    embedder: str, database_url: str, tmp_path: Path
+) -> None:
+    client = QdrantClient(location=":memory:")
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(
+            replica(embedder, client, "a", tmp_path / "a", database_url)
+        )
+        job = await a.StartJob(ingest(documents(200)))
+        async for update in a.WatchJob(retriever_pb2.GetJobRequest(id=job.id)):
+            if update.counts.done >= 5:  # running on A: B is not up yet
+                break
+        b = await stack.enter_async_context(
+            replica(embedder, client, "b", tmp_path / "b", database_url)
+        )
+        asked = await b.CancelJob(retriever_pb2.CancelJobRequest(id=job.id))
+        assert asked.cancel_requested or asked.state == retriever_pb2.JOB_STATE_CANCELLED
+        final = await finished(b, job.id)
+        assert final.state == retriever_pb2.JOB_STATE_CANCELLED, final.error
+        assert 5 <= final.counts.done < 200 and len(final.documents) == final.counts.done
+        sources = await b.ListSources(
+            retriever_pb2.ListSourcesRequest(collection=COLLECTION, limit=1000)
+        )
+        assert {s.source_id for s in sources.sources} == {d.source_id for d in final.documents}
+
+
 @asynccontextmanager
 async def retriever_process(
     embedder: str, data: Path, database_url: str, logs: Path
