@@ -162,16 +162,73 @@ def _line(name: str, f: dict[str, Any]) -> str:
     )
 
 
+FIGURES = (
+    ("term_in_answer_pct", "answer states the term"),
+    ("page_cited_pct", "expected page cited"),
+    ("out_of_scope_declined_pct", "out of scope declined"),
+    ("answerable_declined_pct", "answerable declined"),
+)
+
+
+def markdown(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Before and after, per set and part and pooled, and the held-out misses after."""
+    lines = [
+        "# Answers without an LLM on documentation nobody here wrote",
+        "",
+        f"Before: {before.get('label', '')} ({before['date']}). "
+        f"After: {after.get('label', '')} ({after['date']}). MiniLM, no LLM, no reranker "
+        "model; `benchmarks/docs_answers_bench.py`, sets in `evals/docs-answers/`.",
+        "",
+        "| set | part | questions (answerable + out of scope) | "
+        + " | ".join(name for _, name in FIGURES) + " |",
+        "|---|---|---|" + "---|" * len(FIGURES),
+    ]
+    rows = [(n, p, after["sets"][n]["parts"][p], before["sets"].get(n, {}).get("parts", {}).get(p))
+            for n in after["sets"] for p in after["sets"][n]["parts"]]
+    rows += [("pooled", p, f, before["pooled"].get(p)) for p, f in after["pooled"].items()]
+    for name, part, f, b in rows:
+        cells = [
+            f"{b[k]} → **{f[k]}**" if b else f"**{f[k]}**" for k, _ in FIGURES
+        ]
+        lines.append(
+            f"| {name} | {part} | {f['answerable']} + {f['out_of_scope']} | "
+            + " | ".join(cells) + " |"
+        )
+    lines += ["", "Held-out misses after (answerable: term or page missing; out of scope: "
+              "answered):", ""]
+    for name, data in after["sets"].items():
+        for q in data["questions"]:
+            if q["part"] != "held_out":
+                continue
+            if q["answerable"] and not (q["states_term"] and q["cites_page"] and not q["declined"]):
+                what = "declined" if q["declined"] else (
+                    f"term {'yes' if q['states_term'] else 'no'}, page "
+                    f"{'yes' if q['cites_page'] else 'no'} (cited {', '.join(q['cited'])})"
+                )
+                lines.append(f"- {name}: {q['question']} — `{q['term']}` / {q['page']}: {what}")
+            elif not q["answerable"] and not q["declined"]:
+                lines.append(f"- {name}: {q['question']} — answered, citing "
+                             f"{', '.join(q['cited'])}")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sets", nargs="+", type=Path)
+    parser.add_argument("sets", nargs="*", type=Path)
     parser.add_argument("--model-dir", type=Path, default=ROOT / "var" / "models" / "minilm")
     parser.add_argument("--part", choices=[*PARTS, "all"], default="all")
     parser.add_argument("--label", default="", help="what code was measured (kept in the report)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra settings for the cluster")
+    parser.add_argument("--markdown", type=Path, nargs=3, metavar=("BEFORE", "AFTER", "OUT"),
+                        help="only write the markdown report of two runs' JSON")
     args = parser.parse_args()
+    if args.markdown:
+        before, after, out = args.markdown
+        out.write_text(markdown(*(json.loads(p.read_text()) for p in (before, after))))
+        print(f"wrote {out}")
+        return 0
     parts = list(PARTS) if args.part == "all" else [args.part]
     # small embedding batches: the embedder client's deadline is per call, and a batch
     # of 32 long reference pages overran it on a loaded 2-core machine
