@@ -23,11 +23,16 @@ from groundwire_core.grpc.client import create_channel
 from groundwire_core.grpc.server import serving
 from groundwire_embedder.server import EmbedderService
 from groundwire_embedder.settings import EmbedderSettings
+from groundwire_orchestrator.domain import Candidate
+from groundwire_orchestrator.llm.base import WebSearch, warm_up
 from groundwire_orchestrator.server import OrchestratorService
 from groundwire_orchestrator.settings import OrchestratorSettings
+from groundwire_orchestrator.stages.answer import AnswerFinished, AnswerInput, GroundedAnswerStage
+from groundwire_orchestrator.text.ledger import SourceLedger
 from groundwire_retriever.server import RetrieverService
 from groundwire_retriever.settings import RetrieverSettings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.integration.llm.conftest import make_provider
 from tests.site_server import Reply as SiteReply
 from tests.site_server import Site, serve
 
@@ -325,3 +330,38 @@ async def test_an_out_of_scope_question_offers_no_web_search(stack: Stack) -> No
     assert stack.llm.requests, "the LLM was asked (analysis at least)"
     for request in stack.llm.requests:
         assert not any(t.get("name") == "web_search" for t in request.body.get("tools", []))
+
+
+async def test_a_provider_refusing_web_search_is_asked_once_more_without_it() -> None:
+    """Web search not enabled for the account (the provider refuses the tool): the
+    answer is asked once more without it, from the excerpts, and the report says so."""
+    seeded = Candidate(
+        chunk_id="c1",
+        source_id="guide.html",
+        title="Ferry guide",
+        heading_path=("Ferry guide",),
+        url="https://d.test/guide.html",
+        text="Ferry copies folders into a vault.",
+        score=1.0,
+    )
+    async with FakeLLMServer(default=Reply(text="Ferry copies folders [1].")) as fake:
+        fake.reject_tools = True
+        provider = make_provider("anthropic", fake)
+        await warm_up(provider)
+        try:
+            ledger = SourceLedger()
+            ledger.add([seeded])
+            stage = GroundedAnswerStage(
+                provider, timeout_s=10, max_tokens=200, context_tokens=2000, history_tokens=500
+            )
+            inp = AnswerInput(IN_DOMAIN, (), ledger, web_search=WebSearch(("d.test",), 3))
+            events = [e async for e in stage.run(inp)]
+        finally:
+            await provider.aclose()
+    refused, retried = [r for r in fake.requests if r.body.get("messages")][-2:]
+    assert [t["name"] for t in refused.body["tools"]] == ["web_search"]
+    assert "tools" not in retried.body
+    finished = events[-1]
+    assert isinstance(finished, AnswerFinished), finished
+    assert finished.text == "Ferry copies folders [1]."
+    assert finished.report.details["tools_retry"].startswith("retried without tools")

@@ -128,6 +128,7 @@ class GroundedAnswerStage:
         prompt = self._prompt(inp, tools=agentic)
         messages: list[LLMTurn] = list(prompt.messages)
         tools = (SEARCH_TOOL, READ_DOCUMENT_TOOL) if agentic else ()
+        web_search = inp.web_search
         traces: list[str] = []
         steps = 0
         thought = 0
@@ -140,7 +141,7 @@ class GroundedAnswerStage:
                 role="strong",
                 max_tokens=self._max_tokens,
                 tools=tools,
-                web_search=inp.web_search,
+                web_search=web_search,
             )
             flt = CitationFilter(lambda n: n in inp.ledger)
             raw: list[str] = []
@@ -162,18 +163,20 @@ class GroundedAnswerStage:
                     elif isinstance(event, ReasoningDelta):  # never shown nor checked
                         thought += len(event.text)
             except GroundwireError as error:
-                if isinstance(error, ToolsUnsupported) and agentic and steps == 0:
-                    # The first tool-calling request, refused for its tools: once more
-                    # without them (the request max_agent_steps=0 sends), answering
-                    # from the seeded excerpts. None of it reached the reader (a step
-                    # that may call tools holds its text back).
-                    agentic, tools = False, ()
+                offered = agentic or web_search is not None
+                sent = bool(shown) and not may_call_tools
+                if isinstance(error, ToolsUnsupported) and offered and steps == 0 and not sent:
+                    # The first tool-calling request (agent tools, or the provider's web
+                    # search of a live lookup), refused for its tools: once more without
+                    # them (the request max_agent_steps=0 sends), answering from the
+                    # seeded excerpts. None of it reached the reader (a step that may
+                    # call tools holds its text back; a refusal comes before any text).
+                    agentic, tools, web_search = False, (), None
                     prompt = self._prompt(inp, tools=False)
                     messages = list(prompt.messages)
                     details["tools_retry"] = f"retried without tools: {error.message}"
                     continue
                 details.update(steps=str(steps), tools="; ".join(traces))
-                sent = bool(shown) and not may_call_tools
                 yield AnswerFailed(error, streamed=sent, details=details)
                 return
             finally:
