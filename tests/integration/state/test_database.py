@@ -98,3 +98,25 @@ def test_groundwire_db_upgrade_migrates_every_service(
     assert f"gateway: {masked(database_url)} at {head_revision(GATEWAY)}" in out
     assert f"retriever: {masked(database_url)} at {head_revision(RETRIEVER)}" in out
     assert "groundwire-test" not in out  # the PostgreSQL password is masked
+
+
+def test_processes_upgrading_one_sqlite_file_together_do_not_race(tmp_path: Path) -> None:
+    """Two embedded gateways starting on one file: each migrates at start."""
+    import os
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    env = {**os.environ, "GROUNDWIRE_GATEWAY_DATABASE_URL": url}
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "groundwire_gateway.db", "upgrade"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(4)
+    ]
+    outputs = [run.communicate(timeout=120)[0].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0] * 4, outputs
+    assert all(f"gateway at {head_revision(GATEWAY)}" in out for out in outputs), outputs

@@ -23,8 +23,12 @@ racing; SQLite serialises writers by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
+import os
 import weakref
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +172,24 @@ def _alembic_lock() -> asyncio.Lock:
     return lock
 
 
+@contextlib.asynccontextmanager
+async def _sqlite_file_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """On a SQLite file: an exclusive lock on ``<file>.migrate-lock`` for the upgrade.
+    Two processes starting on one file (two embedded gateways) would otherwise both
+    read "no revision" and both create the tables; SQLite's own lock is taken only at
+    the first write, after that read. PostgreSQL has its advisory lock instead."""
+    database = engine.url.database or ""
+    if engine.dialect.name != "sqlite" or database in ("", ":memory:"):
+        yield
+        return
+    fd = os.open(f"{database}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 async def upgrade(engine: AsyncEngine, migrations: Migrations, revision: str = "head") -> None:
     """Upgrades the service's tables to ``revision``; a no-op when already there.
     Raises Unavailable when the database cannot be reached or the upgrade fails."""
@@ -177,7 +199,7 @@ async def upgrade(engine: AsyncEngine, migrations: Migrations, revision: str = "
         command.upgrade(_alembic_config(migrations, connection), revision)
 
     try:
-        async with _alembic_lock(), engine.begin() as conn:
+        async with _alembic_lock(), _sqlite_file_lock(engine), engine.begin() as conn:
             if is_postgres(engine):
                 # replicas starting together: the second waits here, then finds head
                 await conn.execute(
