@@ -28,6 +28,13 @@ Batches of at most ``INLINE_TOKENS`` estimated tokens (a query or two) skip the 
 thread: their pre and post steps cost less than the thread hops, so they run on the
 event loop and only the model call leaves it.
 
+Requests marked ``bulk`` (a document's chunks at ingest) wait on a lane of their own:
+the former takes a bulk request only while no other request waits, never packs the two
+kinds into one batch, and cuts a bulk request into slices of at most
+``max_batch_tokens`` first, so a query that arrives behind a long document waits for at
+most the slices already formed, never for the whole document, and bulk work can never
+fill the queue that queries join.
+
 Each request gets its own items' results, in order, with its token counts, the time
 its batch spent in the model's three steps (``inference_ms``) and the rest of its time
 inside the engine (``queue_ms``). A request whose caller went away before its batch
@@ -39,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -103,6 +111,7 @@ class _Job(Generic[ItemT, ResultT]):
     items: list[ItemT]
     enqueued: float
     future: asyncio.Future[BatchResult[ResultT]] = field(repr=False)
+    bulk: bool = False
 
 
 @dataclass(eq=False)
@@ -176,10 +185,12 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         warm_up: Sequence[ItemT] = (),
         lanes: int = 1,
         calibrate: Sequence[ItemT] = (),
+        max_bulk_queue: int | None = None,
     ) -> None:
         """``calibrate``: items run once after the warm-up and timed, so ``ms_per_item``
         is known before the first request (a caller planning from it — the rerank
-        stage's budget — is right from the start instead of assuming a free model)."""
+        stage's budget — is right from the start instead of assuming a free model).
+        ``max_bulk_queue``: bulk requests waiting at most (default ``max_queue``)."""
         if lanes < 1:
             raise ValueError(f"lanes must be at least 1 (got {lanes})")
         self._backend = backend
@@ -190,6 +201,10 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._max_batch_tokens = max_batch_tokens
         self._max_batch_items = max_batch_items
         self._queue: asyncio.Queue[_Job[ItemT, ResultT]] = asyncio.Queue(maxsize=max_queue)
+        self._bulk: deque[_Job[ItemT, ResultT]] = deque()  # slices of bulk requests
+        self._bulk_requests = 0  # bulk requests not answered yet
+        self._max_bulk = max_queue if max_bulk_queue is None else max_bulk_queue
+        self._work = asyncio.Event()  # set when a request joins either queue
         self._warm_up = list(warm_up)
         self._calibrate = list(calibrate)
         self._tasks: list[asyncio.Task[None]] = []
@@ -237,7 +252,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             asyncio.create_task(self._form(), name=f"{self._name}-former"),
             asyncio.create_task(self._run(), name=f"{self._name}-runner"),
         ]
-        QUEUE_DEPTH.labels(self._name).set_function(self._queue.qsize)  # read at scrape time
+        # read at scrape time
+        QUEUE_DEPTH.labels(self._name).set_function(lambda: self._queue.qsize() + len(self._bulk))
         self._ready = True
         log.info(
             "%s model warmed up: %s",
@@ -257,6 +273,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         gone = Unavailable(f"the {self._name} is shutting down")
         while not self._queue.empty():
             self._fail(self._queue.get_nowait().future, gone)
+        while self._bulk:
+            self._fail(self._bulk.popleft().future, gone)
         for batch in [*self._in_flight]:  # formed, tokenized or running: never answered
             for job in batch.jobs:
                 self._fail(job.future, gone)
@@ -265,8 +283,9 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
-    async def submit(self, items: Sequence[ItemT]) -> BatchResult[ResultT]:
-        """Runs ``items`` through the model, in order.
+    async def submit(self, items: Sequence[ItemT], *, bulk: bool = False) -> BatchResult[ResultT]:
+        """Runs ``items`` through the model, in order; ``bulk``: on the bulk lane (see
+        the module's docstring), after every other waiting request.
 
         Raises InvalidInput (no items, too many), Overloaded (queue full),
         Unavailable (not started, or the model failed on the batch).
@@ -277,6 +296,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             raise InvalidInput("the request has no items")
         if len(items) > self._max_batch_items:
             raise InvalidInput(f"at most {self._max_batch_items} items per call (got {len(items)})")
+        if bulk:
+            return await self._submit_bulk(items)
         job: _Job[ItemT, ResultT] = _Job(
             list(items), time.perf_counter(), asyncio.get_running_loop().create_future()
         )
@@ -287,7 +308,46 @@ class BatchingEngine(Generic[ItemT, ResultT]):
                 f"the {self._name} queue is full ({self._queue.maxsize} requests)",
                 retry_after_s=self._retry_after_s(),
             ) from None
+        self._work.set()
         return await job.future
+
+    async def _submit_bulk(self, items: Sequence[ItemT]) -> BatchResult[ResultT]:
+        """A bulk request as slices of at most one batch's budget, each its own job on
+        the bulk lane; the answer joins theirs in order."""
+        if self._bulk_requests >= self._max_bulk:
+            waiting = sum(len(job.items) for job in self._bulk)
+            raise Overloaded(
+                f"the {self._name} bulk queue is full ({self._max_bulk} requests)",
+                retry_after_s=round(max(0.1, self.ms_per_item * waiting / 1000), 3),
+            )
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        jobs: list[_Job[ItemT, ResultT]] = []
+        tokens = 0
+        for item in items:
+            cost = self._backend.estimate_tokens(item)
+            if not jobs or tokens + cost > self._max_batch_tokens:
+                jobs.append(_Job([], started, loop.create_future(), bulk=True))
+                tokens = 0
+            jobs[-1].items.append(item)
+            tokens += cost
+        self._bulk.extend(jobs)
+        self._bulk_requests += 1
+        self._work.set()
+        try:
+            parts = await asyncio.gather(*(job.future for job in jobs))
+        finally:
+            self._bulk_requests -= 1
+            for job in jobs:  # the caller went away, or a slice failed: drop the rest
+                if not job.future.done():
+                    job.future.cancel()
+        inference_ms = sum(part.inference_ms for part in parts)
+        return BatchResult(
+            results=[r for part in parts for r in part.results],
+            tokens=[t for part in parts for t in part.tokens],
+            queue_ms=max(0.0, (time.perf_counter() - started) * 1e3 - inference_ms),
+            inference_ms=inference_ms,
+        )
 
     def _retry_after_s(self) -> float:
         """About the time the queued items take to run, at least 0.1 s."""
@@ -321,8 +381,16 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             await self._prepared.put(batch)
 
     async def _next_live_job(self) -> _Job[ItemT, ResultT]:
+        """The oldest waiting request, a bulk one only while no other waits."""
         while True:
-            job = await self._queue.get()
+            if not self._queue.empty():
+                job = self._queue.get_nowait()
+            elif self._bulk:
+                job = self._bulk.popleft()
+            else:
+                self._work.clear()
+                await self._work.wait()
+                continue
             if not job.future.done():  # its caller may have gone away while it waited
                 return job
 
@@ -331,10 +399,16 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         estimate = self._backend.estimate_tokens
         estimates = [estimate(item) for item in batch.jobs[0].items]
         tokens = sum(estimates)
-        while not self._queue.empty():
-            nxt: _Job[ItemT, ResultT] = self._queue._queue[0]  # type: ignore[attr-defined]
+        # from the first job's lane only: a query never waits in a batch of passages
+        bulk = batch.jobs[0].bulk
+        waiting: deque[_Job[ItemT, ResultT]] = (
+            self._bulk if bulk else self._queue._queue  # type: ignore[attr-defined]
+        )
+        take = self._bulk.popleft if bulk else self._queue.get_nowait
+        while waiting:
+            nxt = waiting[0]
             if nxt.future.done():
-                self._queue.get_nowait()
+                take()
                 continue
             more = [estimate(item) for item in nxt.items]
             if (
@@ -342,7 +416,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
                 or tokens + sum(more) > self._max_batch_tokens
             ):
                 break
-            batch.jobs.append(self._queue.get_nowait())
+            batch.jobs.append(take())
             estimates.extend(more)
             tokens += sum(more)
         batch.buckets = plan_buckets(estimates, max_tokens=self._max_batch_tokens)
@@ -365,7 +439,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
                 self._lane_freed.clear()
                 await self._lane_freed.wait()
             if self._shared_runs == 0 and (
-                self._lanes == 1 or (self._queue.empty() and self._prepared.empty())
+                self._lanes == 1
+                or (self._queue.empty() and not self._bulk and self._prepared.empty())
             ):
                 await self._run_batch(batch, shared=False)  # alone: every core is its own
                 continue

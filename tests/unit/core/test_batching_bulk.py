@@ -1,0 +1,89 @@
+"""The batching engine's bulk lane (issue #31, item 14): a bulk request is cut into
+slices of one batch's budget and waits behind every other request, so a query that
+arrives while a long document is being embedded runs after at most the slices already
+formed, and bulk work never fills the queue queries join."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from groundwire_core.batching import BatchingEngine
+from groundwire_core.errors import Overloaded
+from tests.unit.core.test_batching import ScriptedBackend
+
+
+async def _engine(backend: ScriptedBackend, **kw: int) -> BatchingEngine[str, str]:
+    eng: BatchingEngine[str, str] = BatchingEngine(
+        backend,
+        name="scripted",
+        max_batch_tokens=kw.get("max_batch_tokens", 10),
+        max_batch_items=64,
+        max_queue=kw.get("max_queue", 4),
+        max_bulk_queue=kw.get("max_bulk_queue", 2),
+        warm_up=["warm"],
+    )
+    await eng.start()
+    backend.forget()
+    return eng
+
+
+async def test_a_query_overtakes_a_bulk_request_between_its_slices() -> None:
+    backend = ScriptedBackend()
+    eng = await _engine(backend)
+    try:
+        backend.infer_gate.clear()  # hold the model on the first slice
+        passages = [f"p{i:02d}" for i in range(12)]  # 3 tokens each: 3 per 10-token slice
+        bulk = asyncio.create_task(eng.submit(passages, bulk=True))
+        await asyncio.to_thread(backend.infer_started.wait, 10)
+        query = asyncio.create_task(eng.submit(["q"]))
+        await asyncio.sleep(0.05)
+        backend.infer_gate.set()
+        answer = await query
+        result = await bulk
+        assert answer.results == ["Q!"]
+        assert result.results == [f"P{i:02d}!" for i in range(12)]  # in order
+        assert result.tokens == [3] * 12
+        runs = [e for e in backend.events if e.startswith("infer")]
+        # the running slice and the one formed ahead go first, then the query, then
+        # the rest of the document: never the whole document before the query
+        assert runs.index("infer q") <= 2, runs
+        assert len(runs) == 5, runs  # four slices of at most 10 tokens, one query
+        assert all("q" not in r or r == "infer q" for r in runs)  # never in one batch
+    finally:
+        await eng.stop()
+
+
+async def test_bulk_requests_have_their_own_bound() -> None:
+    backend = ScriptedBackend()
+    eng = await _engine(backend, max_bulk_queue=1)
+    try:
+        backend.infer_gate.clear()
+        first = asyncio.create_task(eng.submit(["aaa", "bbb"], bulk=True))
+        await asyncio.to_thread(backend.infer_started.wait, 10)
+        with pytest.raises(Overloaded, match="bulk queue is full"):
+            await eng.submit(["ccc"], bulk=True)
+        query = asyncio.create_task(eng.submit(["q"]))  # the query queue is untouched
+        backend.infer_gate.set()
+        assert (await query).results == ["Q!"]
+        assert (await first).results == ["AAA!", "BBB!"]
+    finally:
+        await eng.stop()
+
+
+async def test_a_cancelled_bulk_request_leaves_no_slice_to_run() -> None:
+    backend = ScriptedBackend()
+    eng = await _engine(backend)
+    try:
+        backend.infer_gate.clear()
+        bulk = asyncio.create_task(eng.submit([f"p{i:02d}" for i in range(12)], bulk=True))
+        await asyncio.to_thread(backend.infer_started.wait, 10)
+        bulk.cancel()
+        await asyncio.sleep(0)
+        backend.infer_gate.set()
+        assert (await eng.submit(["q"])).results == ["Q!"]
+        runs = [e for e in backend.events if e.startswith("infer")]
+        assert len(runs) <= 3, runs  # the running slice, the one formed ahead, the query
+    finally:
+        await eng.stop()
