@@ -42,6 +42,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from urllib.robotparser import RobotFileParser
 
@@ -73,6 +74,9 @@ MAX_ROBOTS_BYTES = 512 * 1024
 MAX_SITEMAPS = 5
 """Sitemaps read per site and lookup (an index's children included)."""
 MAX_SITEMAP_BYTES = 10 * 1024 * 1024
+MAX_CANDIDATES_PER_LOOKUP = 10
+"""Ranked candidate URLs considered per allowed lookup (robots.txt-disallowed ones are
+skipped and reported, without a fetch)."""
 MAX_SOURCES_LISTED = 2_000
 """Sources of the collection read to find its hosts and the pages it already holds."""
 RRF_K = 60
@@ -203,20 +207,31 @@ class LiveLookup:
         fetches: list[LiveFetch] = []
         chunks: list[Chunk] = []
         listed = tried = 0
-        async with OutboundClient(
-            fetch_policy, user_agent=USER_AGENT, transport=self._transport, resolver=self._resolver
-        ) as client:
+        # robots.txt and sitemaps are larger than pages may be (a sitemap: up to 50 MB)
+        site_policy = replace(
+            fetch_policy, max_bytes=min(MAX_SITEMAP_BYTES, self._outbound.max_bytes)
+        )
+        client_options: dict[str, Any] = {
+            "user_agent": USER_AGENT,
+            "transport": self._transport,
+            "resolver": self._resolver,
+        }
+        async with (
+            OutboundClient(site_policy, **client_options) as site_client,
+            OutboundClient(fetch_policy, **client_options) as client,
+        ):
             try:
                 async with asyncio.timeout(total):
-                    sites = [await self._site(client, o) for o in origins]
+                    sites = [await self._site(site_client, o) for o in origins]
                     pages: list[str] = []
                     for site in sites:
-                        pages.extend(await self._sitemap_pages(client, site))
-                    pages = [u for u in dict.fromkeys(pages) if _host(u) in hosts]
-                    listed = len(pages)
+                        pages.extend(await self._sitemap_pages(site_client, site, fetches))
                     robots = {s.origin: s.robots for s in sites}
-                    chosen = self._ranked(query, [u for u in pages if u not in known])
-                    for url in chosen:
+                    # only the sites whose robots.txt was read (a sitemap may list others)
+                    pages = [u for u in dict.fromkeys(pages) if _origin_of(u) in robots]
+                    listed = len(pages)
+                    ranked = self._ranked(query, [u for u in pages if u not in known])
+                    for url in ranked[: MAX_CANDIDATES_PER_LOOKUP * lookups]:
                         if tried >= lookups:
                             break
                         if not _allowed(robots, url):
@@ -279,9 +294,12 @@ class LiveLookup:
             robots.parse([])
         return _Site(origin, robots)
 
-    async def _sitemap_pages(self, client: OutboundClient, site: _Site) -> list[str]:
+    async def _sitemap_pages(
+        self, client: OutboundClient, site: _Site, fetches: list[LiveFetch]
+    ) -> list[str]:
         """The page URLs the site's sitemaps list (robots.txt's, else /sitemap.xml;
-        one level of index). A sitemap that cannot be had lists nothing."""
+        one level of index). A sitemap that cannot be had lists nothing, and is
+        reported in ``fetches`` (not counted as a lookup)."""
         pending = [normalize(u) for u in (site.robots.site_maps() or [])] or [
             site.origin + "/sitemap.xml"
         ]
@@ -295,9 +313,15 @@ class LiveLookup:
                     url, redirect_rule=lambda t: _same_origin(site.origin, t)
                 ) as response:
                     if response.status_code >= 400:
+                        why = f"sitemap: HTTP {response.status_code}"
+                        fetches.append(LiveFetch(url, "failed", why))
                         continue
-                    body = await response.read(MAX_SITEMAP_BYTES)
-            except (OutboundRefused, NoAnswer, TooLarge):
+                    body = await response.read()
+            except (OutboundRefused, TooLarge) as error:
+                fetches.append(LiveFetch(url, "refused", f"sitemap: {error.message}"))
+                continue
+            except NoAnswer:
+                fetches.append(LiveFetch(url, "failed", "sitemap: no HTTP answer"))
                 continue
             is_index, locations = _sitemap(body, url)
             if is_index:
