@@ -81,7 +81,8 @@ def test_the_answer_reads_as_markdown_and_the_check_finds_each_claim() -> None:
     long_enough = [c for c in found if len(content_words(c.quote)) >= 4]
     assert len(long_enough) == 4 and all(is_quote(c.quote, src) for c in long_enough)
     assert found[-1].quote == "```bash\npip install x\n```" and found[-1].numbers == (2,)
-    assert found[3].sentence == "2. Second item, numbered [2]."
+    assert "the default [2].\n2. Second item, numbered [2].\n\n```" in text, "one list"
+    assert "Set **both** of them.\n" in text, "too short to be checked as a quote: uncited"
 
 
 async def test_flagged_passages_are_never_quoted() -> None:
@@ -134,3 +135,20 @@ def test_table_body_rows_are_units_with_their_header_and_cite_after_the_last_pip
     assert cited == "| `RATE` | 60 | [4]" and remove_markers(cited) == rows[0].text
     # a line of pipes without a delimiter row under it is not a table
     assert all(u.kind != "row" for u in quotable_units("| just | pipes |\n\nText here."))
+
+
+def test_a_bold_line_alone_is_the_heading_of_what_follows_not_a_unit() -> None:
+    page = (
+        "**Example 1: To create a bucket**\n\nThe following `create-bucket` example "
+        "creates a bucket:\n\n```\naws s3api create-bucket --bucket demo\n```\n\n"
+        "**Example 2: To delete it**\n\n```\naws s3api delete-bucket --bucket demo\n```"
+    )
+    units = quotable_units(page)
+    assert [(u.kind, u.heading) for u in units] == [
+        ("sentence", "Example 1: To create a bucket"),
+        ("code", "Example 1: To create a bucket"),
+        ("code", "Example 2: To delete it"),
+    ]
+    assert units[2].context == "", "introduced by no sentence"
+    blocks = blocks_of(units, max_chars=700)
+    assert [b.kind for b in blocks] == ["example", "code"]

@@ -63,7 +63,7 @@ from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder, Reranker
 from groundwire_orchestrator.domain import NumberedSource, StageReport
 from groundwire_orchestrator.stages.rerank import RerankerLoadCache
-from groundwire_orchestrator.text.blocks import Block, blocks_of, render
+from groundwire_orchestrator.text.blocks import CITED_WORDS, Block, blocks_of, render
 from groundwire_orchestrator.text.passages import PassageVectors, cosine, model_of
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX
 from groundwire_orchestrator.text.quotes import Unit, cite, quotable_units
@@ -164,8 +164,12 @@ def _keepable(unit: Unit) -> bool:
 
 
 def _quotable(block: Block) -> bool:
-    """Whether a block says enough to be quoted: a lone sentence or item needs five
+    """Whether a block says enough to be quoted: something in it is cited (code, or a
+    sentence or row of CITED_WORDS content words); a lone sentence or item needs five
     words and must not end as a lead-in to something left out."""
+    if not any(u.kind == "code" or len(content_words(u.text)) >= CITED_WORDS
+               for u in block.units):
+        return False
     if len(block.units) > 1 or block.kind in ("code", "table"):
         return True
     plain = strip_markers(block.units[0].text)
@@ -204,7 +208,12 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
         heading = block.heading or section
         body = " ".join(_plain(u) for u in block.units)
         scored = f"{heading}: {body}".strip(": ")[:MAX_SCORED_CHARS]
-        task = _IDENTIFIER_JOINS.sub(" ", f"{cand.title} {heading} {strip_markers(block.lead)}")
+        # the page's file name too: reference pages are named after what they document
+        # ("put-bucket-lifecycle-configuration.rst", "target_sources.rst")
+        name = cand.source_id.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        task = _IDENTIFIER_JOINS.sub(
+            " ", f"{cand.title} {name} {heading} {strip_markers(block.lead)}"
+        )
         where = label if not block.heading or label.endswith(block.heading) else (
             f"{label} > {block.heading}" if label else block.heading
         )

@@ -26,9 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from groundwire_orchestrator.text.quotes import Unit, cite_unit
+from groundwire_orchestrator.text.quotes import Unit, cite, cite_unit
+from groundwire_orchestrator.text.sentences import content_words, split_sentences
 
 BlockKind = Literal["prose", "list", "example", "code", "table"]
+
+CITED_WORDS = 4
+"""A sentence or row of a block is cited when it has this many content words: the
+citation check finds a verbatim quote from four (a shorter one would be judged by
+similarity alone and could be withheld from the middle of its block), and the gate
+shows an uncited sentence that states this little."""
 
 _NUMBERED = re.compile(r"^(\s*)\d{1,3}[.)](\s+)")
 
@@ -113,23 +120,32 @@ def blocks_of(
     return blocks
 
 
+def _cited(text: str, number: int) -> str:
+    """Each sentence of ``text`` cited when it says enough to be checked as a quote."""
+    return " ".join(
+        cite(s, number) if len(content_words(s)) >= CITED_WORDS else s
+        for s in split_sentences(text)
+    )
+
+
 def render(block: Block, number: int) -> str:
     """The block as the answer quotes it, cited [number]: a paragraph's sentences on one
     line, a list's items one per line (numbers dropped when the list is not whole), a
     table's rows one per line, code followed by its marker line, each part cited."""
     parts: list[str] = []
     prose: list[str] = []
-    for u in block.units:
+    for i, u in enumerate(block.units):
+        last_item = i > 0 and block.units[i - 1].kind == "item"
         if u.kind == "sentence":
-            prose.append(cite_unit(u, number))
+            prose.append(_cited(u.text, number))
             continue
         if prose:
             parts.append(" ".join(prose))
             prose = []
         if u.kind == "item":
             text = u.text if block.whole_list else _NUMBERED.sub(r"\1-\2", u.text, count=1)
-            cited = cite_unit(Unit("item", text, u.position), number)
-            if parts and not parts[-1].startswith("```") and block.kind == "list":
+            cited = _cited(text, number)
+            if last_item:  # items of one list, one per line
                 parts[-1] += "\n" + cited
             else:
                 parts.append(cited)
@@ -137,8 +153,10 @@ def render(block: Block, number: int) -> str:
             if not parts or not parts[-1].startswith("|"):  # the table's header first
                 header = u.context.strip()
                 cells = max(header.count("|") - 1, 1)
-                parts.append(f"{header} [{number}]\n|" + " --- |" * cells)
-            parts[-1] += "\n" + cite_unit(u, number)
+                marker = f" [{number}]" if len(content_words(header)) >= CITED_WORDS else ""
+                parts.append(f"{header}{marker}\n|" + " --- |" * cells)
+            row = u.text if len(content_words(u.text)) < CITED_WORDS else cite_unit(u, number)
+            parts[-1] += "\n" + row
         else:
             parts.append(cite_unit(u, number))
     if prose:

@@ -8,7 +8,8 @@ made single spaces in sentences and list items (a line wrapped inside a paragrap
 space in Markdown too). A code block is copied exactly, line breaks and indentation
 included.
 
-What is not a unit: headings, a table's header and delimiter rows, block quotes,
+What is not a unit: headings (and a line in bold alone, which reads as one: it becomes
+the heading of what follows), a table's header and delimiter rows, block quotes,
 indented code, and a fenced block the chunk cuts before its closing fence (half a block
 would read as a whole one).
 
@@ -37,6 +38,7 @@ _MARKER_LINE = re.compile(r"^\s*(?:" + MARKER.pattern + r"\s*)+$")
 _FINAL = ".!?:;"
 """Punctuation the marker goes before. Not closing quotes or brackets: a marker before
 them would sit inside the quotation or the parenthesis ('(see "Limits [2]").')."""
+_BOLD_LINE = re.compile(r"^\*\*([^*]+)\*\*:?$")
 _TABLE_DELIMITER = re.compile(r"^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?$")
 
 
@@ -87,6 +89,11 @@ def quotable_units(text: str) -> list[Unit]:
 
     def flush() -> None:
         """Ends the open paragraph or list item."""
+        nonlocal heading, recent
+        bold = _BOLD_LINE.match(paragraph[0]) if len(paragraph) == 1 else None
+        if bold:  # a line in bold alone is a heading ("**Example 1: To create a bucket**")
+            heading, recent = bold.group(1).strip(), ""
+            paragraph.clear()
         if paragraph:
             new_block()
             for sentence in split_sentences(" ".join(" ".join(paragraph).split())):
