@@ -98,6 +98,27 @@ def test_together_is_the_best_share_of_the_question_words_in_one_passage() -> No
     )
 
 
+async def test_words_found_only_apart_decline_as_an_uncovered_task() -> None:
+    # every word of the question is in the collection (the evidence rule passes), but
+    # no one passage holds more than one of them, and the dense match is weak
+    question = "do requests reset the spaghetti water"
+    spread = [scored(CORPUS[0], 0.3), scored(CORPUS[1], 0.3), scored(CORPUS[2], 0.3)]
+    stage = CoverageStage(dataclasses.replace(PARAMS, threshold=0.3))
+    verdict, report = await stage.run(CoverageInput(question, spread, False))
+    assert verdict.terms == 1.0 and verdict.evidence >= 0.3
+    assert not verdict.covered and verdict.task < verdict.task_threshold
+    assert report.details["declined"].startswith(
+        "looked for requests, reset, spaghetti, water; no one passage holds them together"
+    )
+    # in one passage, the same words are a covered task
+    together = [scored(CORPUS[2], 0.3)]
+    covered, _ = await stage.run(CoverageInput("spaghetti in salted water", together, False))
+    assert covered.covered and covered.together == 1.0
+    # with the evidence threshold off (0), the task rule is off too
+    off = CoverageStage(dataclasses.replace(PARAMS, threshold=0.0))
+    assert (await off.run(CoverageInput(question, spread, False)))[0].covered
+
+
 def test_hybrid_evidence_weighs_the_best_dense_cosine_and_the_share_of_question_words() -> None:
     top = [scored(CORPUS[0], 0.62), scored(CORPUS[1], None)]
     h = hybrid_evidence("requests per minute per key", top, dense_weight=0.5)
@@ -123,8 +144,8 @@ async def test_the_report_states_evidence_threshold_and_verdict() -> None:
     )
     assert not weak.covered and weak.evidence < 0.6
     assert report.details["declined"] == (
-        "looked for tulips, flower, spring; no passage covers them together closely "
-        f"enough (evidence {weak.evidence:.2f} < 0.6)"
+        "looked for tulips, flower, spring; no passage covers them closely enough "
+        f"(evidence {weak.evidence:.2f} < 0.6)"
     )
 
     named, report = await stage.run(
