@@ -38,6 +38,7 @@ from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
 from groundwire_gateway.daily import DailyLedger
 from groundwire_gateway.db.base import MIGRATIONS
+from groundwire_gateway.db.conversations import ConversationStore
 from groundwire_gateway.db.scratch import ScratchDatabase
 from groundwire_gateway.errors import (
     FRAMEWORK_CODES,
@@ -326,6 +327,7 @@ def create_app(
         auth=Authenticator(settings, key_store, auditor),
         metrics=metrics,
         sessions=sessions,
+        conversations=ConversationStore(sessions, settings.conversation_retention_days),
     )
 
     @asynccontextmanager

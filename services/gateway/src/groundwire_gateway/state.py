@@ -10,6 +10,7 @@ from groundwire_core.database import SessionFactory
 from groundwire_gateway import job_models, models
 from groundwire_gateway.auth import Authenticator
 from groundwire_gateway.catalog import Catalog
+from groundwire_gateway.db.conversations import ConversationStore
 from groundwire_gateway.limits import Limiter
 from groundwire_gateway.metrics import GatewayMetrics
 from groundwire_gateway.settings import GatewaySettings
@@ -125,3 +126,5 @@ class GatewayState:
     metrics: GatewayMetrics
     sessions: SessionFactory | None = None
     """The gateway's system of record (tenants, keys, audit, …; see db/)."""
+    conversations: ConversationStore | None = None
+    """Stored answers and feedback (None: not stored)."""

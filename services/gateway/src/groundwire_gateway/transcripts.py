@@ -14,10 +14,8 @@ import hashlib
 import logging
 import time
 import uuid
-import weakref
 from dataclasses import dataclass
 
-from groundwire_core.database import SessionFactory
 from groundwire_core.errors import NotFound, Unavailable
 from groundwire_gateway import models
 from groundwire_gateway.auth import Principal
@@ -26,18 +24,9 @@ from groundwire_gateway.state import GatewayState
 
 log = logging.getLogger("groundwire.gateway.transcripts")
 
-_STORES: weakref.WeakKeyDictionary[SessionFactory, ConversationStore] = weakref.WeakKeyDictionary()
-
-
 def store_of(state: GatewayState) -> ConversationStore | None:
-    """The app's one conversations store (over its system of record), or None without one."""
-    if state.sessions is None:
-        return None
-    store = _STORES.get(state.sessions)
-    if store is None:
-        store = ConversationStore(state.sessions, state.settings.conversation_retention_days)
-        _STORES[state.sessions] = store
-    return store
+    """The app's conversations store (over its system of record), or None without one."""
+    return state.conversations
 
 
 MAX_END_USER_CHARS = 200
