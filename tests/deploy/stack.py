@@ -36,6 +36,7 @@ SYNCED_COLLECTION = "garden"
 CHAT_PAUSE_S = 1.0
 # How long the restart policy gets to bring a killed container back (it acts in ~1 s)
 POLICY_GRACE_S = 15.0
+FAULT_DOCS = 12  # documents of the ingest job under way at each kill
 # The serving containers a user's request crosses, and the stores, killed in turn.
 KILLED = ("postgres", "redis", "embedder", "reranker", "retriever", "orchestrator", "gateway")
 SERVING = ("embedder", "reranker", "retriever", "orchestrator", "gateway")
@@ -384,11 +385,21 @@ def observe(http: httpx.Client, key: str) -> dict[str, Any]:
     )
     sources: list[str] | None = []
     for name in (COLLECTION, SYNCED_COLLECTION):
-        listed = http.get(f"/v1/admin/collections/{name}/sources", headers=admin_headers())
-        if listed.status_code != 200 or sources is None:
-            sources = None
-            continue
-        sources += [f"{name}/{s['source_id']}" for s in listed.json()["sources"]]
+        token = ""
+        while sources is not None:  # every page
+            listed = http.get(
+                f"/v1/admin/collections/{name}/sources",
+                params={"page_token": token, "limit": 100},
+                headers=admin_headers(),
+            )
+            if listed.status_code != 200:
+                sources = None
+                break
+            page = listed.json()
+            sources += [f"{name}/{s['source_id']}" for s in page["sources"]]
+            token = page.get("next_page_token", "")
+            if not token:
+                break
     jobs = http.get("/v1/admin/jobs", params={"limit": 100}, headers=admin_headers())
     return {
         "key_valid": r.status_code == 200,
@@ -445,7 +456,7 @@ def kill_each(
         many = {
             f"fault-{service}-{i}.md": f"# {service} {i}\n\n"
             + ("Filler text about kettles and noodles. " * 200)
-            for i in range(30)
+            for i in range(FAULT_DOCS)
         }
         with chats_running(stack.url, key) as outcomes:
             job_id = ingest(http, many)
@@ -471,7 +482,9 @@ def kill_each(
         untyped = [o for o in outcomes if o == "untyped"]
         tally = {o: outcomes.count(o) for o in sorted(set(outcomes))}
         log(
-            f"fault: SIGKILL {service} (back by {how}); ingest job {job['state']}; "
+            f"fault: SIGKILL {service} (back by {how}); ingest job {job['state']}"
+            + (f" ({job.get('error', '')[:100]})" if job["state"] != "succeeded" else "")
+            + "; "
             f"chats {tally}; key valid {seen['key_valid']}; collection intact {intact}"
         )
         check(not untyped, f"after killing {service}: an untyped chat outcome: {tally}")
