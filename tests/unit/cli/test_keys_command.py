@@ -28,7 +28,7 @@ def gateway_url() -> Iterator[str]:
         GatewaySettings(admin_api_keys=f"ops:{OPERATOR}"), cast(UpstreamApi, FakeUpstream())
     )
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
