@@ -599,3 +599,49 @@ async def test_the_retrievers_data_path_is_private_to_its_user(tmp_path: Path) -
     assert modes == {data: 0o700, data / "handbook": 0o700, older: 0o600}
     # no other user can reach anything written later either: the folder is closed
     assert data.stat().st_mode & 0o077 == 0
+
+
+SOCKET_ATTEMPTS = 500  # ~0.1 s each on a loaded 2-core machine: the 2,000 run in-process
+
+
+def test_unauthenticated_mcp_streams_over_real_sockets(gateways: Any, fake_upstream: Any) -> None:
+    """Acceptance 3 against a gateway process (``python -m groundwire_gateway``, real
+    sockets): unauthenticated ``GET /mcp`` are refused within the client's read
+    timeout, and ``/healthz`` and searches answer meanwhile. The old endpoint opened a
+    stream per GET that never ended: 1,100 of them took every file descriptor."""
+    (gw,) = gateways.start(
+        **fake_upstream.env(),
+        API_KEYS="acme:acme-sockets-key-31",
+        SEARCH_RATE_LIMIT_PER_MIN="0",
+        RATE_LIMIT_PER_MIN="0",
+    )
+
+    async def scenario() -> tuple[list[int | str], list[int]]:
+        limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
+        timeout = httpx.Timeout(30.0)  # the stated timeout: a GET not answered by then fails
+        async with httpx.AsyncClient(base_url=gw.url, limits=limits, timeout=timeout) as http:
+
+            async def attempt() -> int | str:
+                try:
+                    response = await http.get("/mcp", headers={"accept": "text/event-stream"})
+                except httpx.TimeoutException:
+                    return "timed out"
+                return response.status_code
+
+            async def meanwhile() -> list[int]:
+                async with httpx.AsyncClient(base_url=gw.url, timeout=timeout) as other:
+                    live = await other.get("/healthz")
+                    found = await other.post(
+                        "/v1/search",
+                        json={"query": "install"},
+                        headers=bearer("acme-sockets-key-31"),
+                    )
+                return [live.status_code, found.status_code]
+
+            side = asyncio.create_task(meanwhile())
+            streams = await asyncio.gather(*(attempt() for _ in range(SOCKET_ATTEMPTS)))
+            return streams, await side
+
+    streams, answered = asyncio.run(scenario())
+    assert set(streams) == {405}, {str(s) for s in streams}
+    assert answered == [200, 200]
