@@ -152,3 +152,17 @@ def test_a_bold_line_alone_is_the_heading_of_what_follows_not_a_unit() -> None:
     assert units[2].context == "", "introduced by no sentence"
     blocks = blocks_of(units, max_chars=700)
     assert [b.kind for b in blocks] == ["example", "code"]
+
+
+def test_a_list_keeps_the_sentence_that_introduces_it() -> None:
+    page = (
+        "A request over a limit is rejected at once with status 429 and a header.\n\n"
+        "Well-behaved clients should:\n\n1. honour the Retry-After header they are sent;\n"
+        "2. add jitter when many workers share one key.\n"
+    )
+    blocks = blocks_of(quotable_units(page), max_chars=700)
+    assert [b.kind for b in blocks] == ["prose", "list"]
+    assert compose([(blocks[1], 3, "")]) == (
+        "Well-behaved clients should:\n\n1. honour the Retry-After header they are sent [3];\n"
+        "2. add jitter when many workers share one key [3]."
+    )

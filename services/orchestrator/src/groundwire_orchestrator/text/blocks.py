@@ -9,7 +9,8 @@ is built from the chunk's quotable units (text.quotes), keeping their verbatim t
 - a paragraph's sentences, a list's items, a table's rows, a code block;
 - a code block that a prose line introduces joins that prose ("The following command
   enables versioning::" and the command are one *example*); when the paragraph is long,
-  only its last sentences that fit come along;
+  only its last sentences that fit come along; a list joins the sentence ending in ":"
+  that introduces it;
 - a block longer than ``max_chars`` falls back to its parts: each sentence, each item,
   each row on its own (a long section is answered by its best sentences);
 - a sentence that only points elsewhere ("See Git Authentication.") is left out, and a
@@ -112,6 +113,20 @@ def blocks_of(
             while len(intro) > 1 and sum(len(u.text) for u in intro) + code_chars > max_chars:
                 intro.pop(0)
             blocks[-1] = Block("example", (*intro, kept[0]), previous.whole_list)
+            continue
+        if (
+            kind == "list"
+            and previous is not None
+            and previous.kind == "prose"
+            and previous.units[-1].block == group[0].block - 1
+            and previous.units[-1].text.rstrip().endswith(":")
+            and sum(len(u.text) for u in kept) + len(previous.units[-1].text) <= max_chars
+        ):
+            # a list keeps the sentence that introduces it ("Well-behaved clients should:")
+            intro = list(previous.units)
+            while len(intro) > 1 and sum(len(u.text) for u in (*intro, *kept)) > max_chars:
+                intro.pop(0)
+            blocks[-1] = Block("list", (*intro, *kept), len(kept) == len(group))
             continue
         if sum(len(u.text) for u in kept) > max_chars and len(kept) > 1:
             blocks.extend(Block(kind, (u,), whole_list=False) for u in kept)
