@@ -69,7 +69,11 @@ CORPUS = [
     ),
 ]
 
-PARAMS = CoverageParams(threshold=0.6, rerank_threshold=0.5, dense_weight=0.0, names=True)
+# the task rule's calibrated defaults are for MiniLM's cosines, not the fake embedder's
+PARAMS = CoverageParams(
+    threshold=0.6, rerank_threshold=0.5, dense_weight=0.0, names=True, task_threshold=0.0
+)
+TASK = dataclasses.replace(PARAMS, threshold=0.3, task_threshold=0.435, task_dense_weight=0.5)
 
 
 def scored(c: Candidate, dense: float | None, score: float = 0.0) -> Candidate:
@@ -103,7 +107,7 @@ async def test_words_found_only_apart_decline_as_an_uncovered_task() -> None:
     # no one passage holds more than one of them, and the dense match is weak
     question = "do requests reset the spaghetti water"
     spread = [scored(CORPUS[0], 0.3), scored(CORPUS[1], 0.3), scored(CORPUS[2], 0.3)]
-    stage = CoverageStage(dataclasses.replace(PARAMS, threshold=0.3))
+    stage = CoverageStage(TASK)
     verdict, report = await stage.run(CoverageInput(question, spread, False))
     assert verdict.terms == 1.0 and verdict.evidence >= 0.3
     assert not verdict.covered and verdict.task < verdict.task_threshold
@@ -115,7 +119,7 @@ async def test_words_found_only_apart_decline_as_an_uncovered_task() -> None:
     covered, _ = await stage.run(CoverageInput("spaghetti in salted water", together, False))
     assert covered.covered and covered.together == 1.0
     # with the evidence threshold off (0), the task rule is off too
-    off = CoverageStage(dataclasses.replace(PARAMS, threshold=0.0))
+    off = CoverageStage(dataclasses.replace(TASK, threshold=0.0))
     assert (await off.run(CoverageInput(question, spread, False)))[0].covered
 
 
