@@ -35,7 +35,12 @@ class SwappableEmbedder:
         return [len(t.split()) + 2 for t in texts]
 
     async def embed(
-        self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
+        self,
+        texts: Sequence[str],
+        *,
+        query: bool,
+        outputs: Sequence[str] = ("dense",),
+        bulk: bool = False,
     ) -> list[TextEmbedding]:
         return [
             TextEmbedding(_vector(t), None, len(t.split()), False, model=self.model) for t in texts

@@ -67,7 +67,7 @@ class EmbedderService(embedder_pb2_grpc.EmbedderServiceServicer):
     ) -> embedder_pb2.EmbedResponse:
         started = time.perf_counter()
         wanted = self._outputs(request)
-        result = await self._engine.submit(list(request.texts))
+        result = await self._engine.submit(list(request.texts), bulk=request.bulk)
         embeddings = [
             _embedding(vectors, tokens, wanted, self._encoder.manifest.max_tokens)
             for vectors, tokens in zip(result.results, result.tokens, strict=True)

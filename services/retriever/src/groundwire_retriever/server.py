@@ -69,6 +69,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
                 max_tokens=s.chunk_max_tokens,
                 overlap_tokens=s.chunk_overlap_tokens,
                 max_document_bytes=s.max_document_bytes,
+                max_document_tokens=s.max_document_tokens,
             ),
             embed_batch=s.embed_batch,
             optimize_after_chunks=s.optimize_after_chunks,

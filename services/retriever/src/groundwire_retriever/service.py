@@ -487,7 +487,8 @@ class RetrieverCore:
             if stop is not None and stop():
                 break
             batch = texts[start : start + self._embed_batch]
-            embedded = await self._embedder.embed(batch, query=False, outputs=outputs)
+            # bulk: behind every search in the embedder, which never falls back for it
+            embedded = await self._embedder.embed(batch, query=False, outputs=outputs, bulk=True)
             if embedded:  # one reply, one model
                 check_model(spec, embedded[0].model, "the embedder's vectors")
             for emb in embedded:

@@ -199,6 +199,14 @@ class RetrieverSettings(ServiceSettings):
     max_document_bytes: int = Field(
         20 * 1024 * 1024, ge=1, description="Larger documents are skipped with a reason."
     )
+    max_document_tokens: int = Field(
+        500_000,
+        ge=256,
+        description="Embedding tokens one document may cost (its chunks times the "
+        "chunk size the embedder reads); past it the document is skipped with the reason "
+        "before it is embedded. MiniLM embeds ~6k tokens/s on 2 cores: the default is "
+        "~80 s of the embedder (an 8 MB Markdown table needed over 9 minutes).",
+    )
     parse_workers: int = Field(
         1,
         ge=1,

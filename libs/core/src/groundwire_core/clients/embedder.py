@@ -72,13 +72,20 @@ class EmbedderClient:
         return list(reply.counts)
 
     async def embed(
-        self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
+        self,
+        texts: Sequence[str],
+        *,
+        query: bool,
+        outputs: Sequence[str] = ("dense",),
+        bulk: bool = False,
     ) -> list[TextEmbedding]:
-        """Embeds ``texts`` (queries or documents) with the requested outputs."""
+        """Embeds ``texts`` (queries or documents) with the requested outputs; ``bulk``
+        (ingest) runs behind every search in the embedder (EmbedRequest.bulk)."""
         request = embedder_pb2.EmbedRequest(
             texts=list(texts),
             kind=embedder_pb2.TEXT_KIND_QUERY if query else embedder_pb2.TEXT_KIND_DOCUMENT,
             outputs=[_OUTPUTS[o] for o in outputs],
+            bulk=bulk,
         )
         with rpc_errors("embedder"):
             reply = await self._stub.Embed(request, timeout=self._timeout_s)

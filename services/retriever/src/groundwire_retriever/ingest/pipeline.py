@@ -58,6 +58,10 @@ class ChunkingPolicy:
     max_tokens: int = 800
     overlap_tokens: int = 50
     max_document_bytes: int = 20 * 1024 * 1024
+    max_document_tokens: int = 500_000
+    """Embedding tokens one document may cost, counted as its chunks times
+    ``max_tokens`` (the most the embedder reads of each): past it the document is
+    refused with the reason, before anything is embedded."""
 
 
 def _in_batches(count_tokens: BatchTokenCounter) -> BatchTokenCounter:
@@ -173,6 +177,14 @@ async def prepare_chunks(
         parsed, pieces = await _prepare_here(doc, fmt, filename, policy, counter)
     if not pieces:
         raise InvalidInput("the document has no text outside its headings")
+    # the parse budget bounds parsing and chunking; this bounds the embedding after it
+    # (an 8 MB Markdown table is ~30k chunks: minutes of the embedder)
+    if len(pieces) * policy.max_tokens > policy.max_document_tokens:
+        raise InvalidInput(
+            f"the document is {len(pieces)} chunks of up to {policy.max_tokens} tokens; "
+            f"the limit is {policy.max_document_tokens} embedding tokens per document "
+            "(max_document_tokens)"
+        )
     # A URL the document declares (front matter, canonical link) is kept only when a
     # citation can safely link to it: no javascript:, data: or relative links.
     url = doc.url or (parsed.url if is_web_url(parsed.url) else "")

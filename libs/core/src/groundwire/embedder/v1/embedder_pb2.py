@@ -25,31 +25,31 @@ _sym_db = _symbol_database.Default()
 from groundwire.common.v1 import common_pb2 as groundwire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%groundwire/embedder/v1/embedder.proto\x12\x16groundwire.embedder.v1\x1a!groundwire/common/v1/common.proto\"~\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12.\n\x04kind\x18\x02 \x01(\x0e\x32 .groundwire.embedder.v1.TextKind\x12/\n\x07outputs\x18\x03 \x03(\x0e\x32\x1e.groundwire.embedder.v1.Output\"\xcd\x01\n\tEmbedding\x12\x30\n\x05\x64\x65nse\x18\x01 \x01(\x0b\x32!.groundwire.common.v1.DenseVector\x12\x32\n\x06sparse\x18\x02 \x01(\x0b\x32\".groundwire.common.v1.SparseVector\x12\x37\n\x0cmulti_vector\x18\x03 \x03(\x0b\x32!.groundwire.common.v1.DenseVector\x12\x0e\n\x06tokens\x18\x04 \x01(\r\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9c\x01\n\rEmbedResponse\x12\x35\n\nembeddings\x18\x01 \x03(\x0b\x32!.groundwire.embedder.v1.Embedding\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\r\x12,\n\x06timing\x18\x03 \x01(\x0b\x32\x1c.groundwire.common.v1.Timing\x12\x10\n\x08model_id\x18\x04 \x01(\t\"\r\n\x0bInfoRequest\"\xd1\x01\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0f\n\x07profile\x18\x02 \x01(\t\x12\x12\n\ndense_dims\x18\x03 \x01(\r\x12\x19\n\x11multi_vector_dims\x18\x04 \x01(\r\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12/\n\x07outputs\x18\x06 \x03(\x0e\x32\x1e.groundwire.embedder.v1.Output\x12\x11\n\tquantized\x18\x07 \x01(\x08\x12\x17\n\x0fmax_batch_texts\x18\x08 \x01(\r\" \n\x0fTokenizeRequest\x12\r\n\x05texts\x18\x01 \x03(\t\"5\n\x10TokenizeResponse\x12\x0e\n\x06\x63ounts\x18\x01 \x03(\r\x12\x11\n\ttruncated\x18\x02 \x03(\x08*R\n\x08TextKind\x12\x19\n\x15TEXT_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0fTEXT_KIND_QUERY\x10\x01\x12\x16\n\x12TEXT_KIND_DOCUMENT\x10\x02*^\n\x06Output\x12\x16\n\x12OUTPUT_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTPUT_DENSE\x10\x01\x12\x11\n\rOUTPUT_SPARSE\x10\x02\x12\x17\n\x13OUTPUT_MULTI_VECTOR\x10\x03\x32\x99\x02\n\x0f\x45mbedderService\x12T\n\x05\x45mbed\x12$.groundwire.embedder.v1.EmbedRequest\x1a%.groundwire.embedder.v1.EmbedResponse\x12Q\n\x04Info\x12#.groundwire.embedder.v1.InfoRequest\x1a$.groundwire.embedder.v1.InfoResponse\x12]\n\x08Tokenize\x12\'.groundwire.embedder.v1.TokenizeRequest\x1a(.groundwire.embedder.v1.TokenizeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%groundwire/embedder/v1/embedder.proto\x12\x16groundwire.embedder.v1\x1a!groundwire/common/v1/common.proto\"\x8c\x01\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12.\n\x04kind\x18\x02 \x01(\x0e\x32 .groundwire.embedder.v1.TextKind\x12/\n\x07outputs\x18\x03 \x03(\x0e\x32\x1e.groundwire.embedder.v1.Output\x12\x0c\n\x04\x62ulk\x18\x04 \x01(\x08\"\xcd\x01\n\tEmbedding\x12\x30\n\x05\x64\x65nse\x18\x01 \x01(\x0b\x32!.groundwire.common.v1.DenseVector\x12\x32\n\x06sparse\x18\x02 \x01(\x0b\x32\".groundwire.common.v1.SparseVector\x12\x37\n\x0cmulti_vector\x18\x03 \x03(\x0b\x32!.groundwire.common.v1.DenseVector\x12\x0e\n\x06tokens\x18\x04 \x01(\r\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9c\x01\n\rEmbedResponse\x12\x35\n\nembeddings\x18\x01 \x03(\x0b\x32!.groundwire.embedder.v1.Embedding\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\r\x12,\n\x06timing\x18\x03 \x01(\x0b\x32\x1c.groundwire.common.v1.Timing\x12\x10\n\x08model_id\x18\x04 \x01(\t\"\r\n\x0bInfoRequest\"\xd1\x01\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0f\n\x07profile\x18\x02 \x01(\t\x12\x12\n\ndense_dims\x18\x03 \x01(\r\x12\x19\n\x11multi_vector_dims\x18\x04 \x01(\r\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12/\n\x07outputs\x18\x06 \x03(\x0e\x32\x1e.groundwire.embedder.v1.Output\x12\x11\n\tquantized\x18\x07 \x01(\x08\x12\x17\n\x0fmax_batch_texts\x18\x08 \x01(\r\" \n\x0fTokenizeRequest\x12\r\n\x05texts\x18\x01 \x03(\t\"5\n\x10TokenizeResponse\x12\x0e\n\x06\x63ounts\x18\x01 \x03(\r\x12\x11\n\ttruncated\x18\x02 \x03(\x08*R\n\x08TextKind\x12\x19\n\x15TEXT_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0fTEXT_KIND_QUERY\x10\x01\x12\x16\n\x12TEXT_KIND_DOCUMENT\x10\x02*^\n\x06Output\x12\x16\n\x12OUTPUT_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTPUT_DENSE\x10\x01\x12\x11\n\rOUTPUT_SPARSE\x10\x02\x12\x17\n\x13OUTPUT_MULTI_VECTOR\x10\x03\x32\x99\x02\n\x0f\x45mbedderService\x12T\n\x05\x45mbed\x12$.groundwire.embedder.v1.EmbedRequest\x1a%.groundwire.embedder.v1.EmbedResponse\x12Q\n\x04Info\x12#.groundwire.embedder.v1.InfoRequest\x1a$.groundwire.embedder.v1.InfoResponse\x12]\n\x08Tokenize\x12\'.groundwire.embedder.v1.TokenizeRequest\x1a(.groundwire.embedder.v1.TokenizeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'groundwire.embedder.v1.embedder_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TEXTKIND']._serialized_start=911
-  _globals['_TEXTKIND']._serialized_end=993
-  _globals['_OUTPUT']._serialized_start=995
-  _globals['_OUTPUT']._serialized_end=1089
-  _globals['_EMBEDREQUEST']._serialized_start=100
-  _globals['_EMBEDREQUEST']._serialized_end=226
-  _globals['_EMBEDDING']._serialized_start=229
-  _globals['_EMBEDDING']._serialized_end=434
-  _globals['_EMBEDRESPONSE']._serialized_start=437
-  _globals['_EMBEDRESPONSE']._serialized_end=593
-  _globals['_INFOREQUEST']._serialized_start=595
-  _globals['_INFOREQUEST']._serialized_end=608
-  _globals['_INFORESPONSE']._serialized_start=611
-  _globals['_INFORESPONSE']._serialized_end=820
-  _globals['_TOKENIZEREQUEST']._serialized_start=822
-  _globals['_TOKENIZEREQUEST']._serialized_end=854
-  _globals['_TOKENIZERESPONSE']._serialized_start=856
-  _globals['_TOKENIZERESPONSE']._serialized_end=909
-  _globals['_EMBEDDERSERVICE']._serialized_start=1092
-  _globals['_EMBEDDERSERVICE']._serialized_end=1373
+  _globals['_TEXTKIND']._serialized_start=926
+  _globals['_TEXTKIND']._serialized_end=1008
+  _globals['_OUTPUT']._serialized_start=1010
+  _globals['_OUTPUT']._serialized_end=1104
+  _globals['_EMBEDREQUEST']._serialized_start=101
+  _globals['_EMBEDREQUEST']._serialized_end=241
+  _globals['_EMBEDDING']._serialized_start=244
+  _globals['_EMBEDDING']._serialized_end=449
+  _globals['_EMBEDRESPONSE']._serialized_start=452
+  _globals['_EMBEDRESPONSE']._serialized_end=608
+  _globals['_INFOREQUEST']._serialized_start=610
+  _globals['_INFOREQUEST']._serialized_end=623
+  _globals['_INFORESPONSE']._serialized_start=626
+  _globals['_INFORESPONSE']._serialized_end=835
+  _globals['_TOKENIZEREQUEST']._serialized_start=837
+  _globals['_TOKENIZEREQUEST']._serialized_end=869
+  _globals['_TOKENIZERESPONSE']._serialized_start=871
+  _globals['_TOKENIZERESPONSE']._serialized_end=924
+  _globals['_EMBEDDERSERVICE']._serialized_start=1107
+  _globals['_EMBEDDERSERVICE']._serialized_end=1388
 # @@protoc_insertion_point(module_scope)

@@ -29,14 +29,16 @@ OUTPUT_SPARSE: Output
 OUTPUT_MULTI_VECTOR: Output
 
 class EmbedRequest(_message.Message):
-    __slots__ = ("texts", "kind", "outputs")
+    __slots__ = ("texts", "kind", "outputs", "bulk")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     kind: TextKind
     outputs: _containers.RepeatedScalarFieldContainer[Output]
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[TextKind, str]] = ..., outputs: _Optional[_Iterable[_Union[Output, str]]] = ...) -> None: ...
+    bulk: bool
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[TextKind, str]] = ..., outputs: _Optional[_Iterable[_Union[Output, str]]] = ..., bulk: _Optional[bool] = ...) -> None: ...
 
 class Embedding(_message.Message):
     __slots__ = ("dense", "sparse", "multi_vector", "tokens", "truncated")
