@@ -176,8 +176,9 @@ class OrchestratorSettings(ServiceSettings):
         0.2,
         ge=0,
         le=1,
-        description="Extractive answers quote only sentences scoring at least this "
-        "(0.7 * embedder cosine + 0.3 * word overlap); with none, the chain declines "
+        description="Extractive answers quote only blocks scoring at least this "
+        "(0.6 * embedder cosine + 0.2 * word overlap + 0.2 * the question's words in the "
+        "block's title, heading and lead-in); with none, the chain declines "
         "instead of quoting weak matches; 0 = off. Model-dependent; 0.2 is for MiniLM.",
     )
     decline_threshold: float = Field(
