@@ -18,6 +18,18 @@ For each model in fp32 and int8, in one run on one machine, with a query from
 * ``ort+tok`` — the same, tokenization and padding included.
 
 Calls are interleaved (grpc, ort, ort+tok, grpc, ...) so a busy machine slows all alike.
+
+Throughput (``--clients``, default 1 and 32): pairs/s of the service with that many
+concurrent gRPC clients, each sending ``Rerank`` calls of ``--throughput-candidates``
+passages, against bare ONNX Runtime's pairs/s on the same calls one after another
+(``OnnxCrossEncoder.score``: the service's model class, tokenization and length
+buckets included, the service's threads; measured before and after the service
+cells, averaged);
+``svc/ort`` = service ÷ bare. ``--model-dir DIR`` measures a built folder (e.g. the
+full-size cost model of ``groundwire models build bge-reranker-v2-m3 --random-weights``,
+served with ``SERVE_COST_MODEL``) instead of the tiny models:
+
+    python benchmarks/reranker_bench.py --quick --model-dir /work/costmodels/bge-reranker-v2-m3
 Results go to ``benchmarks/results/reranker-<model>-<fp32|int8>.json`` (the ``-tiny``
 models) and a table is printed. ``--quick`` runs few calls per cell: a smoke run, noisy figures.
 
@@ -49,6 +61,7 @@ from groundwire_core.onnx_models import session_options
 from groundwire_reranker.export import BuildReport, build_profile
 from groundwire_reranker.export.tiny import Architecture, tiny_checkpoint
 from groundwire_reranker.models import CrossEncoderManifest, OnnxCrossEncoder
+from groundwire_reranker.settings import RerankerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -70,10 +83,15 @@ MODELS: dict[str, tuple[Architecture, str]] = {
 class Plan:
     warm_up: int  # untimed calls per cell
     calls: int  # timed calls per cell and path
+    min_calls: int  # throughput: calls per service cell (split over its clients), at least
+
+    def calls_per_client(self, clients: int) -> int:
+        return max(1, -(-self.min_calls // clients))
 
 
-QUICK = Plan(warm_up=3, calls=15)
-FULL = Plan(warm_up=10, calls=200)
+QUICK = Plan(warm_up=3, calls=15, min_calls=8)
+FULL = Plan(warm_up=10, calls=200, min_calls=64)
+SERVICE_CAP = int(RerankerSettings.model_fields["max_pair_tokens"].default)
 
 
 # -- inputs -------------------------------------------------------------------------------
@@ -117,7 +135,9 @@ class BareSession:
             providers=["CPUExecutionProvider"],
         )
         # the service's own tokenization, so both paths see the very same token ids
-        self.tokenizer = OnnxCrossEncoder(model_dir, intra_op_threads=1)
+        self.tokenizer = OnnxCrossEncoder(
+            model_dir, intra_op_threads=1, serve_cost_model=True, max_pair_tokens=SERVICE_CAP
+        )
         self.tokenizer.load()
 
     def feed(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
@@ -192,22 +212,93 @@ async def measure_cell(
     }
 
 
+async def service_throughput(
+    port: int, request: bytes, passages: int, clients: int, calls: int
+) -> float:
+    """Pairs/s of ``clients`` concurrent callers each sending ``calls`` Rerank calls
+    (serialized once, replies left unparsed: the clients cost little)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(RERANK)
+
+        async def client() -> None:
+            for _ in range(calls):
+                await call(request, timeout=3600)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return clients * calls * passages / (time.perf_counter() - started)
+
+
+def bare_throughput(model: OnnxCrossEncoder, pairs: list[tuple[str, str]], calls: int) -> float:
+    """Pairs/s of bare ONNX Runtime on ``calls`` calls one after another: the model
+    class the service runs (tokenized, sorted by length and padded per bucket, as the
+    service does; the service's thread count), with no queue, no batching engine and
+    no gRPC."""
+    started = time.perf_counter()
+    for _ in range(calls):
+        model.score(pairs)
+    return calls * len(pairs) / (time.perf_counter() - started)
+
+
+def throughput(
+    port: int,
+    model_dir: Path,
+    threads: int,
+    query: str,
+    passages: list[str],
+    plan: Plan,
+    clients: list[int],
+) -> dict[str, Any]:
+    pairs = [(query, p) for p in passages]
+    bare = OnnxCrossEncoder(
+        model_dir, intra_op_threads=threads, serve_cost_model=True, max_pair_tokens=SERVICE_CAP
+    )
+    bare.load()
+    request = reranker_pb2.RerankRequest(query=query, passages=passages).SerializeToString()
+    calls = max(2, plan.min_calls // 4)
+    bare.score(pairs)
+    ort = [bare_throughput(bare, pairs, calls)]
+    asyncio.run(service_throughput(port, request, len(passages), 1, 1))  # warm
+    svc = {
+        str(c): asyncio.run(
+            service_throughput(port, request, len(passages), c, plan.calls_per_client(c))
+        )
+        for c in clients
+    }
+    ort.append(bare_throughput(bare, pairs, calls))
+    bare_pairs_s = sum(ort) / len(ort)
+    return {
+        "passages_per_call": len(passages),
+        "ort_pairs_per_s": round(bare_pairs_s, 2),
+        "ort_passes": [round(x, 2) for x in ort],
+        "svc_pairs_per_s": {c: round(v, 2) for c, v in svc.items()},
+        "svc_over_ort": {c: round(v / bare_pairs_s, 3) for c, v in svc.items()},
+    }
+
+
 def measure(
     name: str,
     precision: str,
-    report: BuildReport,
+    report: BuildReport | None,
     plan: Plan,
     threads: int,
     workdir: Path,
     sentences: list[str],
+    *,
+    model_dir: Path | None = None,
+    clients: Sequence[int] = (1, 32),
+    throughput_candidates: int = 50,
 ) -> dict[str, Any]:
+    folder = model_dir if model_dir is not None else report.out_dir if report else Path()
+    manifest = json.loads((folder / "groundwire-model.json").read_text())
     query = the_query()
-    bare = BareSession(report.out_dir, threads)
-    service = ServiceProcess(
-        "reranker",
-        {"MODEL_DIR": str(report.out_dir), "INTRA_OP_THREADS": str(threads)},
-        workdir,
-    )
+    bare = BareSession(folder, threads)
+    settings = {"MODEL_DIR": str(folder), "INTRA_OP_THREADS": str(threads)}
+    if max(clients, default=0) > 8:  # every client waits in the queue: room for all
+        settings["MAX_QUEUE"] = str(2 * max(clients))
+    if manifest.get("cost_model"):  # a random-weight cost model, served for the benchmark
+        settings["SERVE_COST_MODEL"] = "1"
+    service = ServiceProcess("reranker", settings, workdir)
     try:
         cells = {
             str(n): asyncio.run(
@@ -215,18 +306,34 @@ def measure(
             )
             for n in CANDIDATES
         }
+        rates = (
+            throughput(
+                service.port,
+                folder,
+                threads,
+                query,
+                candidate_passages(sentences, throughput_candidates),
+                plan,
+                list(clients),
+            )
+            if clients
+            else None
+        )
     finally:
         service.stop()
     result: dict[str, Any] = {
         "model": name,
-        "profile": report.profile,
+        "profile": report.profile if report else manifest.get("profile", ""),
         "precision": precision,
-        "mechanics_check": True,
-        "note": NOTE,
-        "max_tokens": report.max_tokens,
-        "export_max_abs_logit_diff_vs_torch": report.max_abs_diff_vs_torch,
+        "mechanics_check": report is not None or bool(manifest.get("cost_model")),
+        "note": NOTE if report is not None else f"model folder {folder}",
+        "max_tokens": report.max_tokens if report else manifest.get("max_tokens"),
         "candidates": cells,
+        "throughput": rates,
     }
+    if report is None:
+        return result
+    result["export_max_abs_logit_diff_vs_torch"] = report.max_abs_diff_vs_torch
     if report.int8:
         result["int8_score_drift_vs_fp32"] = {
             "max": report.int8_score_max_abs_diff,
@@ -254,6 +361,17 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
                 f"{g['p50_ms'] / max(t['p50_ms'], 1e-9):>11.2f}x"
             )
     for r in results:
+        rates = r.get("throughput")
+        if rates:
+            cells = ", ".join(
+                f"{c} clients {v:.1f} ({rates['svc_over_ort'][c]:.2f}x)"
+                for c, v in rates["svc_pairs_per_s"].items()
+            )
+            print(
+                f"{r['model']} {r['precision']} throughput, pairs/s ({rates['passages_per_call']} "
+                f"per call): bare ort {rates['ort_pairs_per_s']:.1f}; service {cells}"
+            )
+    for r in results:
         drift = r.get("int8_score_drift_vs_fp32")
         if drift:
             print(
@@ -272,7 +390,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON results")
+    parser.add_argument(
+        "--model-dir", type=Path, default=None, help="measure this built folder, not tiny models"
+    )
+    parser.add_argument(
+        "--clients",
+        default="1,32",
+        help="throughput cells: concurrent clients, comma list ('' = none)",
+    )
+    parser.add_argument("--throughput-candidates", type=int, default=50)
     args = parser.parse_args(argv)
+    clients = [int(c) for c in args.clients.split(",") if c.strip()]
     plan = QUICK if args.quick else FULL
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     for name in names:
@@ -282,8 +410,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     sentences = corpus_sentences()
     results = []
     args.out.mkdir(parents=True, exist_ok=True)
+    environment = {
+        "cpus": os.cpu_count(),
+        "intra_op_threads": args.threads,
+        "python": platform.python_version(),
+        "onnxruntime": ort.__version__,
+        "quick": args.quick,
+        "plan": asdict(plan),
+    }
     with tempfile.TemporaryDirectory(prefix="gw-reranker-bench-") as tmp:
         root = Path(tmp)
+        if args.model_dir is not None:
+            manifest = json.loads((args.model_dir / "groundwire-model.json").read_text())
+            precision = "int8" if manifest.get("quantized") else "fp32"
+            name = re.sub(r"[^A-Za-z0-9.-]+", "-", str(manifest.get("model_id", "model")))
+            print(f"measuring {name} {precision} from {args.model_dir}")
+            load_1m = os.getloadavg()[0]
+            result = measure(
+                name,
+                precision,
+                None,
+                plan,
+                args.threads,
+                root,
+                sentences,
+                model_dir=args.model_dir,
+                clients=clients,
+                throughput_candidates=args.throughput_candidates,
+            )
+            result["environment"] = {
+                **environment,
+                "load_average_1m": load_1m,
+                "load_average_1m_at_end": os.getloadavg()[0],
+            }
+            path = args.out / f"reranker-{name.strip('-')}-{precision}.json"
+            path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            results.append(result)
+            names = []
         for name in names:
             arch, profile = MODELS[name]
             print(f"building {name} ({arch}, profile {profile}): fp32 and int8")
@@ -298,16 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log=quiet,
                 )
                 print(f"measuring {name} {precision}")
-                result = measure(name, precision, report, plan, args.threads, root, sentences)
-                result["environment"] = {
-                    "cpus": os.cpu_count(),
-                    "load_average_1m": os.getloadavg()[0],
-                    "intra_op_threads": args.threads,
-                    "python": platform.python_version(),
-                    "onnxruntime": ort.__version__,
-                    "quick": args.quick,
-                    "plan": asdict(plan),
-                }
+                result = measure(
+                    name,
+                    precision,
+                    report,
+                    plan,
+                    args.threads,
+                    root,
+                    sentences,
+                    clients=clients,
+                    throughput_candidates=args.throughput_candidates,
+                )
+                result["environment"] = {**environment, "load_average_1m": os.getloadavg()[0]}
                 path = args.out / f"reranker-{name}-{precision}.json"
                 path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
                 results.append(result)
