@@ -86,7 +86,7 @@ from loadrun.machine import machine
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_MODEL_DIR = ROOT / "var" / "models" / "minilm"
 COLLECTION = "docs"
-EMBED_BATCH = 32  # RetrieverSettings.embed_batch's default
+EMBED_BATCH = 32  # RetrieverSettings.embed_batch's default (or what --set gives it)
 GATEWAY_ENV = {  # one address sends everything: the abuse controls would refuse it
     "GROUNDWIRE_GATEWAY_RATE_LIMIT_PER_MIN": "0",
     "GROUNDWIRE_GATEWAY_SEARCH_RATE_LIMIT_PER_MIN": "0",
@@ -349,6 +349,7 @@ def run_bare(
     finally:
         store.close()
     backend = EncoderBackend(encoder)
+    per_request = int(args.settings.get("GROUNDWIRE_RETRIEVER_EMBED_BATCH", EMBED_BATCH))
 
     def embed_like_the_engine(batch: list[str]) -> None:
         # the embedder engine's model calls for one Embed request: sorted by estimated
@@ -357,12 +358,12 @@ def run_bare(
         for bucket in plan_buckets(estimates, max_tokens=es.max_batch_tokens):
             backend.postprocess(*_run(backend, [batch[i] for i in bucket]))
 
-    embed_like_the_engine(docs[0][:EMBED_BATCH] if docs and docs[0] else ["warm-up"])
+    embed_like_the_engine(docs[0][:per_request] if docs and docs[0] else ["warm-up"])
     c0, t0 = time.process_time(), time.perf_counter()
     texts = 0
     for chunks in docs:
-        for start in range(0, len(chunks), EMBED_BATCH):
-            embed_like_the_engine(chunks[start : start + EMBED_BATCH])
+        for start in range(0, len(chunks), per_request):
+            embed_like_the_engine(chunks[start : start + per_request])
         texts += len(chunks)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     ingest = {
