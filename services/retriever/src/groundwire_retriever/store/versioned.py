@@ -566,6 +566,18 @@ class VersionedStore:
 
     # ------------------------------------------------------------ search
 
+    def _hides_terms(self, generation: str, where: Where, access: Sequence[str] | None) -> bool:
+        """Whether a caller holding ``access`` would be ranked by BM25 statistics over
+        chunks it cannot see (issue #31, item 9): the engine applies the IDF modifier
+        at query time over the whole shard, not over the filtered points, so a hidden
+        document's words move a visible one's score. Two exact counts on the indexed
+        access field; nothing for a caller that sees everything."""
+        if access is None:
+            return False
+        return self._engine.count(generation, _allowed(where, access)) < self._engine.count(
+            generation, where
+        )
+
     def search(self, name: str, query: SearchQuery) -> SearchResult:
         validate_query(query)
         ranked: dict[SearchPath, list[tuple[Hashable, float]]] = {}
@@ -581,6 +593,8 @@ class VersionedStore:
                 if path not in query.paths:
                     continue
                 request = self._path_vector(gen, path, query)
+                if path is SearchPath.BM25 and self._hides_terms(gen.id, view.where, query.access):
+                    request = HIDDEN_TERMS
                 if isinstance(request, str):
                     reports.append(PathReport(path, ms=0.0, hits=0, skipped=True, reason=request))
                     continue
@@ -1016,6 +1030,12 @@ class VersionedStore:
         if not embedded.indices:
             return "the query text has no searchable terms (only stop words)"
         return SparseVec(tuple(embedded.indices), tuple(embedded.values)), None
+
+
+HIDDEN_TERMS = (
+    "the collection holds documents this caller cannot see, and BM25's term statistics "
+    "count every document: ranked by dense and sparse vectors only"
+)
 
 
 def _allowed(where: Where, access: Sequence[str] | None) -> Where:
