@@ -107,7 +107,11 @@ async def test_counting_is_sliced_into_requests_the_embedder_accepts() -> None:
     body = "\n\n".join(f"paragraph {j}" for j in range(1000))
     big = "x " * 400_000  # one 800 kB paragraph
     doc = DocumentInput("d", f"{body}\n\n{big}\n\n{big}".encode(), filename="d.txt")
-    await prepare_chunks(doc, ChunkingPolicy(max_tokens=10_000_000), count_tokens=counter)
+    await prepare_chunks(
+        doc,
+        ChunkingPolicy(max_tokens=10_000_000, max_document_tokens=1 << 30),
+        count_tokens=counter,
+    )
     assert all(1 <= len(call) <= 128 for call in counter.calls)
     assert all(len(call) == 1 or sum(map(len, call)) <= 1 << 20 for call in counter.calls)
     counted = [t for call in counter.calls for t in call]

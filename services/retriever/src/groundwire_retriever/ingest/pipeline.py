@@ -59,9 +59,9 @@ class ChunkingPolicy:
     overlap_tokens: int = 50
     max_document_bytes: int = 20 * 1024 * 1024
     max_document_tokens: int = 500_000
-    """Embedding tokens one document may cost, counted as its chunks times
-    ``max_tokens`` (the most the embedder reads of each): past it the document is
-    refused with the reason, before anything is embedded."""
+    """Embedding tokens one document may cost, counted per chunk as ``max_tokens`` (the
+    most the embedder reads of one) or its characters if fewer: past it the document
+    is refused with the reason, before anything is embedded."""
 
 
 def _in_batches(count_tokens: BatchTokenCounter) -> BatchTokenCounter:
@@ -179,11 +179,13 @@ async def prepare_chunks(
         raise InvalidInput("the document has no text outside its headings")
     # the parse budget bounds parsing and chunking; this bounds the embedding after it
     # (an 8 MB Markdown table is ~30k chunks: minutes of the embedder)
-    if len(pieces) * policy.max_tokens > policy.max_document_tokens:
+    # (a token is at least one character, plus the two special ones)
+    cost = sum(min(policy.max_tokens, len(p.text) + 2) for p in pieces)
+    if cost > policy.max_document_tokens:
         raise InvalidInput(
-            f"the document is {len(pieces)} chunks of up to {policy.max_tokens} tokens; "
-            f"the limit is {policy.max_document_tokens} embedding tokens per document "
-            "(max_document_tokens)"
+            f"the document is {len(pieces)} chunks of up to {policy.max_tokens} tokens "
+            f"(up to {cost} embedding tokens); the limit is {policy.max_document_tokens} "
+            "per document (max_document_tokens)"
         )
     # A URL the document declares (front matter, canonical link) is kept only when a
     # citation can safely link to it: no javascript:, data: or relative links.
