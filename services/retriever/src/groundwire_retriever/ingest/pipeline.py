@@ -35,6 +35,9 @@ _COUNT_BATCH_CHARS = 1 << 20
 _CHUNK_FIELDS = frozenset(f.name for f in fields(Chunk))
 # A kept property is a keyword in the payload index, not text to search.
 _MAX_PROPERTY_CHARS = 1_000
+# Formats whose bytes are their text (no markup or compression to discount).
+_PLAIN_FORMATS = frozenset({"markdown", "text", "rst"})
+_BYTES_PER_TOKEN_BOUND = 8
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,19 @@ async def prepare_chunks(
             f"the document is {len(doc.content)} bytes; the limit is {policy.max_document_bytes}"
         )
     fmt = guess_format(doc.format, doc.filename)
+    # Plain text whose size alone exceeds the token cap is refused before it is parsed
+    # and counted: counting an 8 MB table's tokens kept the embedder busy for minutes.
+    # Prose averages 4-5 bytes a WordPiece token; a text averaging over
+    # _BYTES_PER_TOKEN_BOUND is rare (long base64 or URLs tokenize into many tokens).
+    if (
+        fmt in _PLAIN_FORMATS
+        and len(doc.content) > policy.max_document_tokens * _BYTES_PER_TOKEN_BOUND
+    ):
+        raise InvalidInput(
+            f"the document is {len(doc.content)} bytes of text, more than "
+            f"{policy.max_document_tokens} embedding tokens at {_BYTES_PER_TOKEN_BOUND} bytes "
+            "a token; the limit is max_document_tokens"
+        )
     filename = doc.filename or doc.source_id
     counter = _in_batches(count_tokens) if count_tokens is not None else None
     parsed: ParsedDocument
