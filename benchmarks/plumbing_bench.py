@@ -285,8 +285,8 @@ def run_bare(
         out = encoder.encode([query])
         sparse = None
         if out.sparse:
-            weights_of = dict(out.sparse[0])
-            sparse = SparseVec(tuple(weights_of), tuple(weights_of.values()))
+            first = out.sparse[0]
+            sparse = SparseVec(tuple(first.indices.tolist()), tuple(first.values.tolist()))
         result = store.search(
             COLLECTION,
             SearchQuery(
