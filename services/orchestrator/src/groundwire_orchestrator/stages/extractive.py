@@ -289,7 +289,7 @@ class ExtractiveAnswerStage:
         max_blocks: int = 3,
         per_source: int = 2,
         from_sources: int = 8,
-        max_embedded: int = 48,
+        max_embedded: int = 64,
         min_score: float = 0.0,
         passages: PassageVectors | None = None,
         reranker: Reranker | None = None,
@@ -406,11 +406,16 @@ class ExtractiveAnswerStage:
         # versioning on a bucket", not for a block that mentions versioning in passing
         task = [overlap(query_words, content_words(c.task)) for c in candidates]
         if sum(len(c.pieces) for c in candidates) > self._max_embedded:
-            # only the blocks sharing most words with the query are embedded (cost),
-            # up to max_embedded units; flagged ones last, since they are never quoted
+            # only some blocks are embedded (cost), up to max_embedded units: each
+            # excerpt's in turn, those sharing most words with the query first (ranked
+            # by words alone, one long excerpt's blocks crowded out another's best
+            # paragraph); flagged ones last, since they are never quoted
+            rank: dict[int, int] = {}
+            for i in sorted(range(len(candidates)), key=lambda i: -lexical[i] - task[i]):
+                rank[i] = sum(1 for j in rank if candidates[j].number == candidates[i].number)
             order = sorted(
                 range(len(candidates)),
-                key=lambda i: (candidates[i].flagged, -lexical[i] - task[i], i),
+                key=lambda i: (candidates[i].flagged, rank[i], -lexical[i] - task[i], i),
             )
             keep: list[int] = []
             units = 0
