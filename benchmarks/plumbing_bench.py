@@ -259,8 +259,22 @@ def run_bare(
     from groundwire_retriever.store.edge import EdgeStore
 
     # the services' own settings (their defaults, and what this run set for them)
-    es = EmbedderSettings(model_dir=args.embedder_model, serve_cost_model=args.cost_models)
-    rs = RerankerSettings(model_dir=args.reranker_model, serve_cost_model=args.cost_models)
+    def given(service: str) -> dict[str, Any]:
+        prefix = f"GROUNDWIRE_{service.upper()}_"
+        return {  # the service's settings this run sets (--set), by field name
+            k[len(prefix) :].lower(): v
+            for k, v in args.settings.items()
+            if k.startswith(prefix) and k[len(prefix) :].lower() != "model_dir"
+        }
+
+    es = EmbedderSettings(
+        **{"serve_cost_model": args.cost_models, **given("embedder")},
+        model_dir=args.embedder_model,
+    )
+    rs = RerankerSettings(
+        **{"serve_cost_model": args.cost_models, **given("reranker")},
+        model_dir=args.reranker_model,
+    )
     encoder = OnnxEncoder(
         es.model_dir,
         intra_op_threads=es.intra_op_threads,
@@ -276,7 +290,8 @@ def run_bare(
         max_pair_tokens=rs.max_pair_tokens,
     )
     scorer.load()
-    store = EdgeStore(run_dir / "qdrant", search_threads=RetrieverSettings().search_threads)
+    search_threads = RetrieverSettings(**given("retriever")).search_threads
+    store = EdgeStore(run_dir / "qdrant", search_threads=search_threads)
     store.open()
     fusion = Fusion(DEFAULT.method)
     weights = {SearchPath(p): w for p, w in DEFAULT.weights.items()}
