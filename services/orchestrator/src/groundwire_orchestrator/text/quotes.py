@@ -79,6 +79,7 @@ def quotable_units(text: str) -> list[Unit]:
     block = 0
     heading = ""
     in_list = False  # items stay one block across the blank lines of a loose list
+    recent = ""  # the last prose line: a code block's introduction ("Run:")
 
     def add(kind: UnitKind, unit_text: str, context: str = "") -> None:
         units.append(Unit(kind, unit_text, len(units), context, block, heading))
@@ -105,7 +106,6 @@ def quotable_units(text: str) -> list[Unit]:
 
     i = 0
     previous_blank = True
-    recent = ""  # the last prose line: a code block's introduction ("Run:")
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
