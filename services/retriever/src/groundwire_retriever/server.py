@@ -63,7 +63,7 @@ class RetrieverService(retriever_pb2_grpc.RetrieverServiceServicer):
         )
         self._core = RetrieverCore(
             self._given_store or self._store(),
-            EmbedderClient(self._channel),
+            EmbedderClient(self._channel, timeout_s=s.embed_timeout_s),
             policy=ChunkingPolicy(
                 min_tokens=s.chunk_min_tokens,
                 max_tokens=s.chunk_max_tokens,

@@ -166,6 +166,13 @@ class RetrieverSettings(ServiceSettings):
     )
     embedder_addr: str = Field("127.0.0.1:50051", description="gRPC address of the embedder.")
     embed_batch: int = Field(32, ge=1, le=256, description="Chunks embedded per embedder call.")
+    embed_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Deadline of one embedder call during ingest (EMBED_BATCH chunks). "
+        "BGE-M3 int8 embeds ~1,000 tokens/s on 2 cores, so 32 chunks of 800 tokens take "
+        "~25 s there (docs/sizing.md); a shorter deadline fails ingest on small machines.",
+    )
     keep_multi_vectors: bool = Field(
         False,
         description="Collections created or fully re-indexed while the embedder's model has "
