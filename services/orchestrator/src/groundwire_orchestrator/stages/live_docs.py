@@ -150,7 +150,7 @@ class LiveDocsStage:
         except GroundwireError as error:
             details["skipped"] = f"the lookup failed: {error.message}"
             return done(
-                LiveDocsOutcome(), fallback=True, reason=error.message, dep=error.dependency
+                LiveDocsOutcome(), fallback=True, reason=error.message, dep=error.dependency or ""
             )
         fetched = [f for f in result.fetches if f.outcome == "fetched"]
         refused = [f for f in result.fetches if f.outcome != "fetched"]

@@ -423,7 +423,7 @@ class LiveLookup:
         vectors = []
         for start in range(0, len(texts), 32):
             vectors.extend(await self._embedder.embed(texts[start : start + 32], query=False))
-        return [_cosine(q.dense, v.dense) for v in vectors]
+        return [_cosine(q.dense or (), v.dense or ()) for v in vectors]
 
     def _bm25_scores(self, query: str, texts: Sequence[str]) -> list[float]:
         """BM25 of each text with IDF over ``texts`` (the lookup's own small corpus)."""
