@@ -65,6 +65,12 @@ MAX_QUERY_CHARS = 4000
 NOTHING_FOUND = f"{DECLINE_PREFIX}: nothing in the collection matched the question closely enough."
 
 
+def declined(reason: str) -> str:
+    """The decline the reader gets when the coverage stage found the question not
+    covered: what was looked for, and why it does not count."""
+    return f"{DECLINE_PREFIX}: the collection does not cover this question ({reason})."
+
+
 @dataclass(frozen=True)
 class ChainConfig:
     candidates: int = 50
@@ -386,6 +392,7 @@ class Pipeline:
         stages = ranked.stages
         candidates = ranked.candidates
         web_search: WebSearch | None = None
+        declined_because = ""  # what the coverage stage looked for, when it declined
         if self._coverage is not None:
             # a question the collection does not cover is declined from calibrated
             # evidence: the empty ledger below becomes the normal decline
@@ -400,6 +407,7 @@ class Pipeline:
                 pass
             elif self._coverage.acts(llm=self._answer is not None):
                 candidates = []
+                declined_because = coverage.decline_reason()
             else:
                 report.details["acted"] = "no: the LLM writing the answer may decline"
             if self._live_docs is not None and self._live_docs.enabled:
@@ -463,7 +471,11 @@ class Pipeline:
             mode = "declined" if gate.declined else mode
 
         if not text:
-            text = NOTHING_FOUND
+            text = (
+                declined(declined_because)
+                if declined_because and not candidates
+                else (NOTHING_FOUND)
+            )
             yield AnswerDelta(text)
             mode = "declined"
         if mode == "generated" and is_decline(text):
