@@ -1,8 +1,8 @@
 """The part of a long passage a bounded cross-encoder reads: its best window for the query.
 
 A CPU deployment cuts every (query, passage) pair to the reranker's pair cap (its Info's
-``max_tokens``: 256 by default, docs/sizing.md), and a cross-encoder that reads a
-600-token chunk's first 256 tokens scores its introduction, not the paragraph that
+``max_tokens``: 128 by default, docs/sizing.md), and a cross-encoder that reads a
+600-token chunk's first 128 tokens scores its introduction, not the paragraph that
 answers. So the rerank stage sends each long candidate as its heading line plus the run
 of whole sentences, within the cap, holding the most of the query's content words
 (stemmed, stop words removed; distinct words first, then occurrences; the earliest run on
