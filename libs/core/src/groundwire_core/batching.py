@@ -70,6 +70,9 @@ MIN_PADDING_TOKENS = 64
 # Batches this small are tokenized and post-processed on the event loop: that takes less
 # time than two hops to a worker thread and back (a single query is the common case).
 INLINE_TOKENS = 256
+# How often a former with only bulk work waiting re-checks for a free lane, should no
+# run's end wake it (a safety net; run ends set the wake-up event).
+BULK_POLL_S = 0.05
 
 
 class Backend(Protocol[ItemT_contra, ResultT_co]):
@@ -204,7 +207,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._bulk: deque[_Job[ItemT, ResultT]] = deque()  # slices of bulk requests
         self._bulk_requests = 0  # bulk requests not answered yet
         self._max_bulk = max_queue if max_bulk_queue is None else max_bulk_queue
-        self._work = asyncio.Event()  # set when a request joins either queue
+        self._work = asyncio.Event()  # set when a request joins either queue or a run ends
+        self._held = 0  # batches the runner holds: running alone, or waiting for a lane
         self._warm_up = list(warm_up)
         self._calibrate = list(calibrate)
         self._tasks: list[asyncio.Task[None]] = []
@@ -385,14 +389,28 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         while True:
             if not self._queue.empty():
                 job = self._queue.get_nowait()
-            elif self._bulk:
+            elif self._bulk and self._room_for_bulk():
                 job = self._bulk.popleft()
             else:
                 self._work.clear()
-                await self._work.wait()
+                # a safety net (run ends set it); not wait_for, which can swallow a
+                # cancel on Python 3.11 when its timeout fires at the same moment
+                wake = asyncio.get_running_loop().call_later(BULK_POLL_S, self._work.set)
+                try:
+                    await self._work.wait()
+                finally:
+                    wake.cancel()
                 continue
             if not job.future.done():  # its caller may have gone away while it waited
                 return job
+
+    def _room_for_bulk(self) -> bool:
+        """Whether a bulk slice would start at once: a free lane, no batch formed ahead
+        and none held by the runner. Bulk slices are formed only then, so a query that
+        arrives waits for the slices already running, not for a queue of them."""
+        return self._prepared is not None and (
+            self._prepared.empty() and self._held == 0 and self._shared_runs < self._lanes
+        )
 
     def _take_batch(self, batch: _Batch[ItemT, ResultT]) -> None:
         """Adds queued jobs to ``batch`` while it stays within both budgets; plans buckets."""
@@ -435,15 +453,20 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             if all(job.future.done() for job in batch.jobs):
                 self._in_flight.discard(batch)
                 continue
-            while self._shared_runs >= self._lanes:  # every lane busy
-                self._lane_freed.clear()
-                await self._lane_freed.wait()
-            if self._shared_runs == 0 and (
-                self._lanes == 1
-                or (self._queue.empty() and not self._bulk and self._prepared.empty())
-            ):
-                await self._run_batch(batch, shared=False)  # alone: every core is its own
-                continue
+            self._held += 1
+            try:
+                while self._shared_runs >= self._lanes:  # every lane busy
+                    self._lane_freed.clear()
+                    await self._lane_freed.wait()
+                if self._shared_runs == 0 and (
+                    self._lanes == 1
+                    or (self._queue.empty() and not self._bulk and self._prepared.empty())
+                ):
+                    await self._run_batch(batch, shared=False)  # alone: every core is its own
+                    continue
+            finally:
+                self._held -= 1
+                self._work.set()
             self._shared_runs += 1
             task = asyncio.create_task(self._run_shared(batch))
             self._finishing.add(task)
@@ -455,6 +478,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         finally:
             self._shared_runs -= 1
             self._lane_freed.set()
+            self._work.set()
 
     async def _run_batch(self, batch: _Batch[ItemT, ResultT], *, shared: bool) -> None:
         """Infers ``batch`` on a core thread, then post-processes and delivers it."""
