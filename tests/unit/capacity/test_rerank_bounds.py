@@ -3,6 +3,8 @@ cross-encoder reads, and a ms/passage known before the first request."""
 
 from __future__ import annotations
 
+import asyncio
+
 from groundwire_core.batching import BatchingEngine
 from groundwire_orchestrator.text.sentences import approx_tokens
 from groundwire_orchestrator.text.windows import best_window
@@ -73,3 +75,61 @@ async def test_calibration_makes_ms_per_item_known_before_any_request() -> None:
         assert ["pair"] * 4 in backend.inferred, "the calibration items were run"
     finally:
         await calibrated.stop()
+
+
+async def test_a_stale_figure_is_measured_again_while_the_engine_is_idle() -> None:
+    """A plan that skips the reranker because its figure is high sends it no work, so
+    no batch would ever replace a figure measured under a load long gone."""
+    backend = ScriptedBackend()
+    engine = BatchingEngine(
+        backend,
+        name="recal",
+        max_batch_tokens=1000,
+        max_batch_items=8,
+        max_queue=4,
+        calibrate=["pair"] * 2,
+        recalibrate_after_s=0.05,
+    )
+    await engine.start()
+    try:
+        assert backend.inferred.count(["pair", "pair"]) == 1
+        assert engine.ms_per_item > 0  # fresh: no recalibration yet
+        await asyncio.sleep(0.1)
+        assert engine.ms_per_item > 0  # stale: answered, and measured again meanwhile
+        for _ in range(200):  # bounded by count: the recalibration is one batch
+            if backend.inferred.count(["pair", "pair"]) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert backend.inferred.count(["pair", "pair"]) == 2
+    finally:
+        await engine.stop()
+
+
+async def test_a_busy_engine_is_not_recalibrated() -> None:
+    backend = ScriptedBackend()
+    engine = BatchingEngine(
+        backend,
+        name="busy",
+        max_batch_tokens=1000,
+        max_batch_items=8,
+        max_queue=4,
+        calibrate=["pair"],
+        recalibrate_after_s=0.0,
+    )
+    await engine.start()
+    try:
+        backend.forget()  # what start() ran: the calibration set infer_started
+        backend.infer_gate.clear()  # the next batch holds the model
+        request = asyncio.create_task(engine.submit(["work"]))
+        for _ in range(200):
+            if backend.infer_started.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert backend.infer_started.is_set(), "the work batch holds the model"
+        calls = backend.inferred.count(["pair"])
+        engine.ms_per_item  # noqa: B018 - read while a batch holds the model
+        backend.infer_gate.set()
+        await request
+        assert backend.inferred.count(["pair"]) == calls
+    finally:
+        await engine.stop()

@@ -189,10 +189,15 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         lanes: int = 1,
         calibrate: Sequence[ItemT] = (),
         max_bulk_queue: int | None = None,
+        recalibrate_after_s: float = 30.0,
     ) -> None:
         """``calibrate``: items run once after the warm-up and timed, so ``ms_per_item``
         is known before the first request (a caller planning from it — the rerank
         stage's budget — is right from the start instead of assuming a free model).
+        They run again, while the engine is idle, when ``ms_per_item`` is read and no
+        batch has been timed for ``recalibrate_after_s``: a caller that stops sending
+        work because the figure is high (the rerank plan skips) would otherwise keep a
+        figure measured under a load long gone.
         ``max_bulk_queue``: bulk requests waiting at most (default ``max_queue``)."""
         if lanes < 1:
             raise ValueError(f"lanes must be at least 1 (got {lanes})")
@@ -211,6 +216,9 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._held = 0  # batches the runner holds: running alone, or waiting for a lane
         self._warm_up = list(warm_up)
         self._calibrate = list(calibrate)
+        self._recalibrate_after_s = recalibrate_after_s
+        self._sampled_at = 0.0  # monotonic time of the newest ms/item sample
+        self._recalibrating: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._finishing: set[asyncio.Task[None]] = set()
         self._in_flight: set[_Batch[ItemT, ResultT]] = set()
@@ -235,9 +243,35 @@ class BatchingEngine(Generic[ItemT, ResultT]):
 
     @property
     def ms_per_item(self) -> float:
-        """Median model milliseconds per item over recent batches (0 if none)."""
+        """Median model milliseconds per item over recent batches (0 if none); a stale
+        figure starts a recalibration (see ``__init__``) and is answered meanwhile."""
+        self._maybe_recalibrate()
         recent = sorted(self._recent_ms_per_item)
         return recent[len(recent) // 2] if recent else 0.0
+
+    def _maybe_recalibrate(self) -> None:
+        if not self._calibrate or not self._ready or self._recalibrating is not None:
+            return
+        if time.monotonic() - self._sampled_at < self._recalibrate_after_s:
+            return
+        if self._queue.qsize() or self._bulk or self._in_flight:
+            return  # busy: its batches will be timed
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._recalibrating = loop.create_task(self._recalibrate(), name=f"{self._name}-recal")
+
+    async def _recalibrate(self) -> None:
+        try:
+            per_item = await self._in(self._core, self._time_items, self._calibrate)
+            self._recent_ms_per_item = [per_item]  # the older samples are what was stale
+            log.info("%s recalibrated: %.1f ms per item", self._name, per_item)
+        except Exception as error:  # a failed model shows in the next request's error
+            log.warning("%s recalibration failed: %s", self._name, type(error).__name__)
+        finally:
+            self._sampled_at = time.monotonic()
+            self._recalibrating = None
 
     async def start(self) -> None:
         """Loads the model and runs the warm-up items; raises if loading fails."""
@@ -249,6 +283,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         if self._calibrate:
             per_item = await self._in(self._core, self._time_items, self._calibrate)
             self._recent_ms_per_item = [per_item]
+            self._sampled_at = time.monotonic()
             log.info("%s calibrated: %.1f ms per item", self._name, per_item)
         self._prepared = asyncio.Queue(maxsize=1)
         self._ahead = asyncio.Semaphore(1)
@@ -270,6 +305,8 @@ class BatchingEngine(Generic[ItemT, ResultT]):
     async def stop(self) -> None:
         """Stops the pipeline; requests still waiting fail with Unavailable."""
         self._ready = False
+        if self._recalibrating is not None:
+            self._tasks.append(self._recalibrating)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._finishing, return_exceptions=True)
@@ -491,6 +528,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         # side by side, each run takes longer but the lanes share the queue's work
         per_item = ms / batch.size / (self._lanes if shared else 1)
         self._recent_ms_per_item = [*self._recent_ms_per_item[-31:], per_item]
+        self._sampled_at = time.monotonic()
         BATCH_SIZE.labels(self._name).observe(batch.size)
         log.debug(
             "%s batch: %d requests, %d items in %d buckets, %.1f ms model%s",
