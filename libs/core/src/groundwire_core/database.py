@@ -27,8 +27,9 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import sys
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession  # re-exported for services
 from sqlalchemy.pool import NullPool, StaticPool
 
-from groundwire_core.errors import InvalidInput, Unavailable
+from groundwire_core.errors import GroundwireError, InvalidInput, Unavailable
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 """How long a SQLite writer waits for another's lock (two embedded processes may share
@@ -280,3 +281,31 @@ def run_migrations_online(target_metadata: Any) -> None:
 
 
 SessionFactory = async_sessionmaker[AsyncSession]
+
+
+async def _migrate_command(command: str, url: str, migrations: Migrations, service: str) -> str:
+    engine = create_engine(url)
+    try:
+        if command == "upgrade":
+            await upgrade(engine, migrations)
+        return f"{masked(url)}: {service} at {await current_revision(engine, migrations)}"
+    finally:
+        await engine.dispose()
+
+
+def migrate_main(argv: Sequence[str], *, url: str, migrations: Migrations, service: str) -> int:
+    """``python -m groundwire_<service>.db [upgrade|current]`` (a deploy's migrate job):
+    prints the revision reached; 2 for bad usage or no URL, 1 when it fails."""
+    command = argv[0] if argv else "upgrade"
+    if command not in ("upgrade", "current"):
+        print(f"usage: python -m groundwire_{service}.db [upgrade|current]", file=sys.stderr)
+        return 2
+    if not url:
+        print(f"GROUNDWIRE_{service.upper()}_DATABASE_URL is not set", file=sys.stderr)
+        return 2
+    try:
+        print(asyncio.run(_migrate_command(command, url, migrations, service)))
+    except GroundwireError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    return 0

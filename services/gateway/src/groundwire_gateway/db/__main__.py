@@ -1,45 +1,15 @@
 """``python -m groundwire_gateway.db [upgrade|current]``: the gateway's migrations, run once
-per deploy (compose's ``migrate`` service, the Kubernetes migrate Job) against
+per deploy (compose's one-shot migrate services, the Kubernetes migrate Job) against
 GROUNDWIRE_GATEWAY_DATABASE_URL."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
-from groundwire_core.database import create_engine, current_revision, masked, upgrade
-from groundwire_core.errors import GroundwireError
+from groundwire_core.database import migrate_main
 from groundwire_gateway.db.base import MIGRATIONS
 from groundwire_gateway.settings import GatewaySettings
 
-
-async def _run(command: str, url: str) -> str:
-    engine = create_engine(url)
-    try:
-        if command == "upgrade":
-            await upgrade(engine, MIGRATIONS)
-        return f"{masked(url)}: gateway at {await current_revision(engine, MIGRATIONS)}"
-    finally:
-        await engine.dispose()
-
-
-def main(argv: list[str]) -> int:
-    command = argv[0] if argv else "upgrade"
-    if command not in ("upgrade", "current"):
-        print("usage: python -m groundwire_gateway.db [upgrade|current]", file=sys.stderr)
-        return 2
-    settings = GatewaySettings()
-    url = settings.database_url.get_secret_value()
-    if not url:
-        print("GROUNDWIRE_GATEWAY_DATABASE_URL is not set", file=sys.stderr)
-        return 2
-    try:
-        print(asyncio.run(_run(command, url)))
-    except GroundwireError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    url = GatewaySettings().database_url.get_secret_value()
+    sys.exit(migrate_main(sys.argv[1:], url=url, migrations=MIGRATIONS, service="gateway"))
