@@ -314,7 +314,11 @@ async def test_upload_converse_cite_and_switch_collection(
         assert "share their counters in Redis" in marked
         assert marked == cited_text[start:end]
     await view.screenshot(path=str(SCREENSHOTS / "source-view.png"))
-    violations = await serious_violations(view)
+    # the page wrote the view into a blank tab (it fetched it with the caller's key): axe,
+    # injected into the blank document before the write, still reads that document's
+    # (absent) title, so the title is checked here instead
+    assert await view.title() == "Gateway runbook · Groundwire"
+    violations = [v for v in await serious_violations(view) if v["id"] != "document-title"]
     assert not violations, violations
     await view.close()
 
