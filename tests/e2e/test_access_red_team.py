@@ -226,7 +226,7 @@ def test_no_outsider_sees_the_restricted_document(gateway: str) -> None:
     print("\n".join(["", *report]))
 
 
-def test_a_group_member_sees_it_and_counts_differ_by_exactly_its_chunks(gateway: str) -> None:
+def test_a_group_member_sees_it_and_an_outsider_gets_none_of_its_chunks(gateway: str) -> None:
     search = ATTEMPTS[0]
     with httpx.Client(base_url=gateway, timeout=120) as http:
         inside = _send(http, search, INSIDER).json()["results"]
@@ -235,10 +235,11 @@ def test_a_group_member_sees_it_and_counts_differ_by_exactly_its_chunks(gateway:
         view = _send(http, ATTEMPTS[5], INSIDER)
     secret = [r for r in inside if r["source_id"] == SECRET_SOURCE]
     assert secret and SECRET_CODE in " ".join(r["text"] for r in secret)
-    assert {r["chunk_id"] for r in inside} - {r["chunk_id"] for r in outside} == {
-        r["chunk_id"] for r in secret
-    }
-    assert len(inside) - len(outside) == len(secret)
+    # the two rankings may differ beyond the secret's chunks: a caller who cannot see
+    # every chunk is ranked without BM25, whose term statistics would count hidden words
+    # (issue #31, defect 9; tests/integration/retriever/test_bm25_red_team.py)
+    assert not {r["chunk_id"] for r in outside} & {r["chunk_id"] for r in secret}
+    assert all(r["source_id"] != SECRET_SOURCE for r in outside)
     assert vault.status_code == 200 and any(
         r["source_id"] == SECRET_SOURCE for r in vault.json()["results"]
     )
