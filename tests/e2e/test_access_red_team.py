@@ -55,7 +55,8 @@ LEAKS = (SECRET_CODE, SECRET_SOURCE, SECRET_TITLE, "override-runbook")
 
 
 def _token(**over: Any) -> str:
-    claims: dict[str, Any] = {"aud": "groundwire", "exp": int(time.time()) + 600}
+    # a day: minted at collection, used whenever the suite reaches this file
+    claims: dict[str, Any] = {"aud": "groundwire", "exp": int(time.time()) + 86_400}
     claims.update(over)
     key = claims.pop("key", SECRET_KEY)
     return jwt.encode({k: v for k, v in claims.items() if v is not None}, key, algorithm="HS256")

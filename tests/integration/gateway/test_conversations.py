@@ -35,7 +35,9 @@ QUESTION = "How do I install Groundwire?"
 
 
 def token(user: str) -> str:
-    claims = {"sub": user, "aud": "groundwire", "exp": int(time.time()) + 600}
+    # a day: the module-level headers are made at collection, and a full suite reaches
+    # this file many minutes later (600 s had expired by then in CI)
+    claims = {"sub": user, "aud": "groundwire", "exp": int(time.time()) + 86_400}
     return jwt.encode(claims, SECRET, algorithm="HS256")
 
 
