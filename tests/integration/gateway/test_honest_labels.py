@@ -36,10 +36,10 @@ import pytest_asyncio
 import uvicorn
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
-from playwright.async_api import async_playwright
 
 from groundwire_cli.chat import ChatOutcome, parse_sse
 from groundwire_cli.demo import print_answer
+from tests.integration.gateway.browser import page_at
 from tests.integration.gateway.chain import serve_chain
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -55,7 +55,6 @@ DOCS = {
 }
 QUESTION = "How many requests per minute may one API key send?"
 OVERSTATED = re.compile(r"\b(verified|supported)\b", re.IGNORECASE)
-CHROMIUM = "/usr/bin/chromium"
 KEY = "acme-tenant-key-honest-labels"
 SCREENSHOT = Path("/tmp/source-view-markdown.png")
 
@@ -179,48 +178,35 @@ async def test_the_mcp_ask_tool_says_quoted_passages_chosen_by_similarity(
 
 @pytest.fixture
 def profile(tmp_path: Path) -> Path:
-    assert Path(CHROMIUM).exists(), "apt-get install chromium (scripts/ci_system_deps.sh)"
     return tmp_path / "profile"
 
 
 async def test_the_page_says_quoted_passages_and_its_chips_open_with_the_key(
     served: Served, profile: Path
 ) -> None:
-    async with async_playwright() as p:
-        context = await p.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
-            viewport={"width": 1100, "height": 800},
-        )
-        try:
-            page = await context.new_page()
-            await page.goto(f"{served.url}/")
-            await page.get_by_label("API key (if the server requires one)").fill(KEY)
-            await page.get_by_label("Your question").fill(QUESTION)
-            await page.get_by_role("button", name="Ask").click()
-            await page.locator(".answer[data-state='done']").wait_for(timeout=60_000)
-            chips = page.locator("#citations .chip")
-            await chips.first.wait_for(timeout=10_000)
-            shown = await page.locator("body").inner_text()
-            titles = await chips.evaluate_all("chips => chips.map(c => c.title)")
-            # the chip opens the stored document with the key (no URL: the source view)
-            async with context.expect_page() as opened:
-                await chips.first.click()
-            tab = await opened.value
-            await tab.locator("section.chunk.cited").wait_for(timeout=30_000)
-            view = await tab.content()
-            await tab.screenshot(path=str(SCREENSHOT), full_page=True)
-            # search mode: a result's Markdown is rendered, code in <pre>
-            await page.get_by_label("Search (ranked passages)").check()
-            await page.get_by_label("Your question").fill("raise the rate limit toml")
-            await page.get_by_role("button", name="Search").click()
-            result = page.locator("ol.results li .snippet").first
-            await result.wait_for(timeout=60_000)
-            snippet = await result.inner_html()
-        finally:
-            await context.close()
+    async with page_at(f"{served.url}/", profile) as page:
+        await page.get_by_label("API key (if the server requires one)").fill(KEY)
+        await page.get_by_label("Your question").fill(QUESTION)
+        await page.get_by_role("button", name="Ask").click()
+        await page.locator(".answer[data-state='done']").wait_for(timeout=60_000)
+        chips = page.locator("#citations .chip")
+        await chips.first.wait_for(timeout=10_000)
+        shown = await page.locator("body").inner_text()
+        titles = await chips.evaluate_all("chips => chips.map(c => c.title)")
+        # the chip opens the stored document with the key (no URL: the source view)
+        async with page.context.expect_page() as opened:
+            await chips.first.click()
+        tab = await opened.value
+        await tab.locator("section.chunk.cited").wait_for(timeout=30_000)
+        view = await tab.content()
+        await tab.screenshot(path=str(SCREENSHOT), full_page=True)
+        # search mode: a result's Markdown is rendered, code in <pre>
+        await page.get_by_label("Search (ranked passages)").check()
+        await page.get_by_label("Your question").fill("raise the rate limit toml")
+        await page.get_by_role("button", name="Search").click()
+        result = page.locator("ol.results li .snippet").first
+        await result.wait_for(timeout=60_000)
+        snippet = await result.inner_html()
     assert "Quoted passages chosen by similarity" in shown
     assert titles and all("Quoted verbatim" in t for t in titles), titles
     _clean("the page", shown + "\n" + "\n".join(titles))

@@ -24,12 +24,12 @@ import pytest_asyncio
 import uvicorn
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
-from playwright.async_api import async_playwright
 
 from groundwire_cli.chat import ChatOutcome, parse_sse
 from groundwire_cli.demo import print_answer
 from groundwire_retriever.server import RetrieverService
 from groundwire_retriever.settings import RetrieverSettings
+from tests.integration.gateway.browser import page_at
 from tests.integration.gateway.chain import COLLECTION, serve_chain
 from tests.site_server import Reply, Site, serve
 
@@ -45,7 +45,6 @@ DOCS = {
 }
 QUESTION = "How do I rotate the encryption keys of a ferry vault?"
 ROTATE = "ferry keys rotate"
-CHROMIUM = "/usr/bin/chromium"
 
 
 @dataclass
@@ -180,30 +179,17 @@ async def test_the_mcp_ask_tool_marks_the_source_live(served: Served) -> None:
 
 @pytest.fixture
 def profile(tmp_path: Path) -> Path:
-    assert Path(CHROMIUM).exists(), "apt-get install chromium (scripts/ci_system_deps.sh)"
     return tmp_path / "profile"
 
 
 async def test_the_page_shows_a_live_badge(served: Served, profile: Path) -> None:
-    async with async_playwright() as p:
-        context = await p.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
-            viewport={"width": 1100, "height": 800},
-        )
-        try:
-            page = await context.new_page()
-            await page.goto(f"{served.url}/")
-            await page.get_by_label("Your question").fill(QUESTION)
-            await page.get_by_role("button", name="Ask").click()
-            await page.locator(".answer[data-state='done']").wait_for(timeout=60_000)
-            badge = page.locator("#sources .chip.live").first
-            await badge.wait_for(timeout=10_000)
-            title = await badge.get_attribute("title") or ""
-            link = await page.locator("#sources li a").first.get_attribute("href")
-        finally:
-            await context.close()
+    async with page_at(f"{served.url}/", profile) as page:
+        await page.get_by_label("Your question").fill(QUESTION)
+        await page.get_by_role("button", name="Ask").click()
+        await page.locator(".answer[data-state='done']").wait_for(timeout=60_000)
+        badge = page.locator("#sources .chip.live").first
+        await badge.wait_for(timeout=10_000)
+        title = await badge.get_attribute("title") or ""
+        link = await page.locator("#sources li a").first.get_attribute("href")
     assert "Fetched live from the documentation site" in title, title
     assert link == served.page
