@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -69,6 +70,8 @@ from groundwire_retriever.sync.report import Rename, SyncDelta
 
 QUEUED, RUNNING = JobState.QUEUED.value, JobState.RUNNING.value
 FINAL = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
+
+log = logging.getLogger("groundwire.retriever.jobs")
 
 
 class JobRow(Base):
@@ -448,6 +451,10 @@ class JobTables:
         except IntegrityError as exc:
             raise _Conflict() from exc
         except (SQLAlchemyError, OSError) as exc:
+            # the driver's own words for the operator's log (never the statement, which
+            # carries documents; never to a caller, whose message stays generic)
+            cause = getattr(exc, "orig", None) or exc
+            log.warning("job store: %s: %s", type(cause).__name__, str(cause)[:200])
             raise Unavailable(
                 f"the job store cannot be read or written ({type(exc).__name__})",
                 dependency="database",

@@ -77,6 +77,8 @@ def title_of(markdown: str) -> str:
         (m for m in (heading, bold) if m is not None), key=lambda m: m.start(), default=None
     )
     return " ".join(found.group(1).split()) if found is not None else ""
+
+
 _MAX_LINE_CHARS = 10_000  # docutils' line_length_limit default: longer lines are dropped
 
 

@@ -94,6 +94,9 @@ class _Held:
     """The job is no longer this worker's (reaped after a stall)."""
     interrupted: bool = False
     beats: asyncio.Task[None] | None = field(default=None, repr=False)
+    ended: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    """Set when the job ends: its beat stops between beats, never inside one (a
+    cancelled beat could leave its transaction, and SQLite's write lock, to the GC)."""
 
     def stop_requested(self) -> bool:
         return self.cancel or self.lost or self.interrupted
@@ -312,7 +315,10 @@ class JobRunner:
 
     async def _beat(self, held: _Held) -> None:
         while not held.lost:
-            await asyncio.sleep(self._policy.heartbeat_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held.ended.wait(), self._policy.heartbeat_s)
+            if held.ended.is_set():
+                return
             try:
                 flag = await self._tables.beat(held.job.id, self.worker, time.time())
             except GroundwireError as error:
@@ -349,8 +355,11 @@ class JobRunner:
 
     async def _end(self, held: _Held, state: JobState, error: str) -> None:
         """Writes the job's end and frees its slot (and with it the collection)."""
+        held.ended.set()
         if held.beats is not None:
-            held.beats.cancel()
+            # the beat in flight (one short write) finishes before the end is written
+            with contextlib.suppress(Exception):
+                await asyncio.shield(held.beats)
         job = held.job
         try:
             if held.lost:
