@@ -142,6 +142,14 @@ async def test_daily_counters_add_up_across_writers(engine: AsyncEngine) -> None
             ("quota", "tenant:acme"): 10,
             ("tokens", "acme"): 100,
         }
+    # a settlement (negative) larger than the day's count, or on a day with none (its
+    # reserve was counted the day before), leaves the counter at zero, never below
+    async with sessions() as s, s.begin():
+        await counters.add_counts(s, 20_000, {("tokens", "acme"): -150})
+        await counters.add_counts(s, 20_001, {("tokens", "acme"): -40})
+    async with sessions() as s:
+        assert (await counters.counts(s, 20_000))[("tokens", "acme")] == 0
+        assert await counters.counts(s, 20_001) == {("tokens", "acme"): 0}
     async with sessions() as s, s.begin():
         await counters.prune(s, 20_000)
     async with sessions() as s:

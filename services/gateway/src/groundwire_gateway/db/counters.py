@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy import BigInteger, Integer, String, delete, select
+from sqlalchemy import BigInteger, Integer, String, case, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
@@ -40,10 +40,15 @@ async def add_counts(session: AsyncSession, day: int, deltas: Mapping[CounterKey
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
     make = pg_insert if dialect == "postgresql" else sqlite_insert
     for (kind, bucket), delta in sorted(deltas.items()):  # a fixed order: no deadlocks
-        stmt = make(DailyCounterRow).values(day=day, kind=kind, bucket=bucket[:100], used=delta)
+        # a settlement returns what an admission reserved (a negative delta): a counter
+        # never goes below zero, even when the reserve was counted the day before
+        stmt = make(DailyCounterRow).values(
+            day=day, kind=kind, bucket=bucket[:100], used=max(delta, 0)
+        )
+        added = DailyCounterRow.used + delta
         stmt = stmt.on_conflict_do_update(
             index_elements=["day", "kind", "bucket"],
-            set_={"used": DailyCounterRow.used + stmt.excluded.used},
+            set_={"used": case((added < 0, 0), else_=added)},
         )
         await session.execute(stmt)
 
