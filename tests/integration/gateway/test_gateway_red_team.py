@@ -276,6 +276,41 @@ async def test_a_scoped_admin_key_creates_only_collections_it_can_then_see_and_d
         assert dropped.status_code == 200, dropped.text
 
 
+# --- 11: another tenant's collection names --------------------------------------------------
+
+
+async def test_a_tenant_admin_cannot_learn_which_names_another_tenant_holds(
+    upstream: RecordingUpstream,
+) -> None:
+    upstream.add_collection("globex-payroll", [], tenant="globex")
+    async with gateway(upstream) as client:
+        key = (await make_key(client, "admin")).json()["key"]  # tenant acme
+        answers = {
+            name: await client.post(
+                "/v1/admin/collections", json={"name": name}, headers=bearer(key)
+            )
+            for name in ("globex-payroll", "globex-free", HANDBOOK, "acme-fresh")
+        }
+        codes = {name: r.status_code for name, r in answers.items()}
+        print(codes)
+        # was 409 "already exists" for globex-payroll and 201 for globex-free: the
+        # answer said which names another tenant holds. Outside its own prefix a tenant
+        # admin is refused alike, taken or free; inside it, nobody else's can exist.
+        assert codes == {
+            "globex-payroll": 403,
+            "globex-free": 403,
+            HANDBOOK: 403,
+            "acme-fresh": 201,
+        }
+        bodies = {answers[n].json()["error"]["message"] for n in ("globex-payroll", "globex-free")}
+        assert len(bodies) == 1 and "acme-<name>" in bodies.pop()
+        assert "globex-free" not in upstream.collections
+        again = await client.post(
+            "/v1/admin/collections", json={"name": "acme-fresh"}, headers=bearer(key)
+        )
+        assert again.status_code == 409  # its own name: saying so leaks nothing
+
+
 # --- 11: the operator's health view, credentials in config show -------------------------------
 
 

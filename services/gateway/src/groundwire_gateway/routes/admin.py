@@ -93,6 +93,13 @@ def upload_source_id(filename: str) -> str:
     return "/".join(parts)
 
 
+def tenant_prefix(tenant: str) -> str:
+    """The names a tenant's admin may create start with this: the tenant lowercased,
+    other characters than a collection name's as ``-``, then ``-`` (``Acme.EU`` ->
+    ``acme-eu-``). Tenants whose names map alike share it: name tenants apart."""
+    return re.sub(r"[^a-z0-9_-]", "-", tenant.lower()) + "-"
+
+
 def router(state: GatewayState) -> APIRouter:
     api = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ADMIN_ERRORS)
     caller = admin_caller(state)
@@ -116,6 +123,10 @@ def router(state: GatewayState) -> APIRouter:
             tenant = body.tenant or PUBLIC_TENANT
         elif body.tenant not in (None, admin.tenant):
             raise PermissionDenied("a tenant's admin key creates its own tenant's collections")
+        elif not body.name.startswith(prefix := tenant_prefix(admin.tenant)):
+            # Names outside the tenant's own prefix may be another tenant's: refused
+            # whether or not they exist, so a 409 never says another tenant has one
+            raise PermissionDenied(f"a tenant's admin key creates collections named {prefix}<name>")
         elif admin.collections is not None and body.name not in admin.collections:
             # else it would make a collection it could then neither see nor drop
             raise PermissionDenied(
