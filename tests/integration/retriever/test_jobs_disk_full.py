@@ -75,11 +75,12 @@ async def done_or_unavailable(stub: Stub, job_id: str) -> int | None:
 def fill(disk: Path) -> Path:
     """Writes a file until the disk refuses (ENOSPC); the file."""
     filler = disk / "filler"
-    with filler.open("wb") as out:
+    # unbuffered: a buffered file kept the refused bytes and raised ENOSPC again when
+    # closed (a loaded CI machine)
+    with filler.open("wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError as error:
             assert error.errno == errno.ENOSPC
     return filler
