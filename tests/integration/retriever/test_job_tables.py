@@ -76,6 +76,24 @@ async def test_one_running_job_per_collection_in_order(tables: JobTables) -> Non
     assert third is not None and third.job.id == job(2).id
 
 
+async def test_claims_share_the_workers_between_tenants(tables: JobTables) -> None:
+    # acme queued three collections' jobs, then globex one: globex's waits for no more
+    # than one of acme's (it was claimed last, after all three, before the fair share)
+    for n, collection, tenant in (
+        (1, "a1", "acme"), (2, "a2", "acme"), (3, "a3", "acme"), (4, "g1", "globex"),
+    ):  # fmt: skip
+        await tables.create(job(n, collection, tenant), tenant, {})
+    first = await tables.claim("w1", 10.0)
+    second = await tables.claim("w2", 11.0)
+    assert first is not None and second is not None
+    assert (first.job.id, second.job.id) == (job(1).id, job(4).id), "globex's goes second"
+    for claimed, at in ((first, 12.0), (second, 13.0)):
+        assert await tables.finish(claimed.job.id, claimed.job.worker, JobState.SUCCEEDED, "", at)
+    # none running: the tenant served least recently (acme started at 10, globex at 11)
+    third = await tables.claim("w1", 14.0)
+    assert third is not None and third.job.id == job(2).id
+
+
 async def test_concurrent_claims_never_run_two_jobs_of_a_collection(tables: JobTables) -> None:
     for n in range(1, 6):
         await tables.create(job(n), "acme", {})

@@ -237,13 +237,28 @@ class JobTables:
             return Pending(int(count), int(total))
 
     async def claim(self, worker: str, now: float) -> Claimed | None:
-        """Takes the oldest claimable queued job (the oldest queued of its collection,
-        and no job of that collection running anywhere) for ``worker``; None when there
+        """Takes a claimable queued job (the oldest queued of its collection, and no job
+        of that collection running anywhere; between tenants, the fair share's next) for
+        ``worker``; None when there
         is none. On PostgreSQL rows another replica is claiming are skipped, not waited
         for; the one-running index refuses a second running job of a collection."""
         j = aliased(JobRow)
         running = aliased(JobRow)
         older = aliased(JobRow)
+        # A fair share between tenants: the tenant running the fewest jobs goes first,
+        # then the one served least recently, then the oldest job. One tenant's queue
+        # of many collections waits its turn behind another's single job.
+        theirs, served = aliased(JobRow), aliased(JobRow)
+        tenant_running = (
+            select(func.count())
+            .where(theirs.tenant == j.tenant, theirs.state == RUNNING)
+            .scalar_subquery()
+        )
+        tenant_served = (
+            select(func.coalesce(func.max(served.started_at), 0.0))
+            .where(served.tenant == j.tenant)
+            .scalar_subquery()
+        )
         candidate = (
             select(j.id)
             .where(
@@ -256,7 +271,7 @@ class JobTables:
                     | and_(older.created_at == j.created_at, older.id < j.id),
                 ),
             )
-            .order_by(j.created_at, j.id)
+            .order_by(tenant_running, tenant_served, j.created_at, j.id)
             .limit(1)
             .with_for_update(skip_locked=True)  # rendered on PostgreSQL only
             .scalar_subquery()
