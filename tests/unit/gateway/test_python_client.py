@@ -139,3 +139,14 @@ async def test_an_unreachable_gateway_is_a_connection_error() -> None:
     async with AsyncClient("http://127.0.0.1:9", timeout=2) as client:
         with pytest.raises(APIConnectionError):
             await client.search("q")
+
+
+def test_the_clients_source_carries_every_field_the_gateway_sends() -> None:
+    # the client ignores unknown fields: a field the gateway added (live, fetched_at)
+    # silently vanished from the client's sources until this compared them
+    from groundwire_client import models as client_models
+    from groundwire_gateway import models as gateway_models
+
+    sent = set(gateway_models.Source.model_fields)
+    kept = set(client_models.Source.model_fields)
+    assert sent <= kept, sorted(sent - kept)

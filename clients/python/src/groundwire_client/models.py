@@ -84,6 +84,11 @@ class Source(_Model):
     score: float
     match_reason: str = ""
     injection_flagged: bool = False
+    live: bool = False
+    """Looked up live on the collection's documentation site (the collection did not
+    cover the question): not part of the collection, unreviewed; ``url`` is the page."""
+    fetched_at: float = 0.0
+    """Live only: Unix seconds of the page's fetch."""
 
 
 class Citation(_Model):
