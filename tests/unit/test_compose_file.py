@@ -468,7 +468,11 @@ def test_the_service_dockerfile_builds_one_service_without_build_tools() -> None
     assert "GROUNDWIRE_SERVICE_MODULE=groundwire_${SERVICE}" in text
     assert 'exec python -m \\"$GROUNDWIRE_SERVICE_MODULE\\"' in text
     assert len(re.findall(r"^FROM python:3\.11-slim\b", text, re.MULTILINE)) == 2
-    assert "pip install -c constraints.txt ./libs/core ./services/${SERVICE}" in text
+    core = text.index("pip install -c constraints.txt ./libs/core\n")
+    service = text.index("pip install -c constraints.txt ./services/${SERVICE}")
+    # the core layer comes before the builder declares SERVICE: one layer for all five
+    builder = text[text.index("AS builder") : text.index("AS runtime")]
+    assert core < builder.index("ARG SERVICE") + text.index("AS builder") < service
     assert "COPY services/${SERVICE} ./services/${SERVICE}" in text
     # Build-time tools stay out of serving images: nothing installs them, nor the extra.
     installs = " ".join(re.findall(r"pip install[^\n]*", text))
