@@ -353,7 +353,12 @@ def journey(stack: Stack, http: httpx.Client) -> dict[str, Any]:
     sources = cited["sources"]
     check(any(s["source_id"] == "noodles.md" for s in sources), f"chat sources: {sources}")
     answer = "".join(e.get("text", "") for e in events.get("token", []) + events.get("delta", []))
-    log(f"journey: chat answered with {len(cited['citations'])} citation(s) ({answer[:60]!r}…)")
+    conversation = str(events["done"][0].get("conversation_id") or "")
+    check(bool(conversation), f"chat stored no conversation: {events['done']}")
+    log(
+        f"journey: chat answered with {len(cited['citations'])} citation(s) ({answer[:60]!r}…), "
+        f"stored as conversation {conversation}"
+    )
 
     source = next(s for s in sources if s["source_id"] == "noodles.md")
     r = http.get(
@@ -372,14 +377,15 @@ def journey(stack: Stack, http: httpx.Client) -> dict[str, Any]:
     check(mcp["search"]["passages"][0]["source_id"] == "noodles.md", f"MCP search: {mcp['search']}")
     check(bool(mcp["ask"]["answer"]) and bool(mcp["ask"]["citations"]), f"MCP ask: {mcp['ask']}")
     log(f"journey: MCP search and ask answered (mode {mcp['ask']['mode']})")
-    return {"key": key, "jobs": [job["id"], sync_job["id"]]}
+    return {"key": key, "jobs": [job["id"], sync_job["id"]], "conversation": conversation}
 
 
 # --- faults ----------------------------------------------------------------------------
 
 
-def observe(http: httpx.Client, key: str) -> dict[str, Any]:
-    """What must survive: the key, both collections' sources, the completed jobs."""
+def observe(http: httpx.Client, key: str, conversation: str = "") -> dict[str, Any]:
+    """What must survive: the key, both collections' sources, the completed jobs, the
+    journey's stored conversation."""
     r = http.post(
         "/v1/search", json={"query": "noodles", "collection": COLLECTION}, headers=bearer(key)
     )
@@ -401,7 +407,9 @@ def observe(http: httpx.Client, key: str) -> dict[str, Any]:
             if not token:
                 break
     jobs = http.get("/v1/admin/jobs", params={"limit": 100}, headers=admin_headers())
+    stored = http.get(f"/v1/conversations/{conversation}", headers=bearer(key))
     return {
+        "conversation_kept": stored.status_code == 200 and bool(stored.json().get("answers")),
         "key_valid": r.status_code == 200,
         "sources": sorted(sources) if sources is not None else None,
         "jobs": {j["id"]: j["state"] for j in jobs.json()["jobs"]}
@@ -451,7 +459,13 @@ def chats_running(url: str, key: str) -> Iterator[list[str]]:
 def kill_each(
     stack: Stack, http: httpx.Client, key: str, baseline: dict[str, Any]
 ) -> dict[str, int]:
-    counts = {"restarts": 0, "keys_valid": 0, "jobs_terminal": 0, "collections_intact": 0}
+    counts = {
+        "restarts": 0,
+        "keys_valid": 0,
+        "jobs_terminal": 0,
+        "collections_intact": 0,
+        "conversations_kept": 0,
+    }
     for service in KILLED:
         many = {
             f"fault-{service}-{i}.md": f"# {service} {i}\n\n"
@@ -468,8 +482,9 @@ def kill_each(
         job = wait_job(http, job_id)
         counts["restarts"] += 1
         counts["jobs_terminal"] += job["state"] in ("succeeded", "failed", "cancelled")
-        seen = observe(http, key)
+        seen = observe(http, key, baseline["conversation"])
         counts["keys_valid"] += seen["key_valid"]
+        counts["conversations_kept"] += seen["conversation_kept"]
         intact = seen["sources"] is not None and set(baseline["sources"]) <= set(seen["sources"])
         counts["collections_intact"] += intact
         completed = all(
@@ -485,10 +500,14 @@ def kill_each(
             f"fault: SIGKILL {service} (back by {how}); ingest job {job['state']}"
             + (f" ({job.get('error', '')[:100]})" if job["state"] != "succeeded" else "")
             + "; "
-            f"chats {tally}; key valid {seen['key_valid']}; collection intact {intact}"
+            f"chats {tally}; key valid {seen['key_valid']}; collection intact {intact}; "
+            f"conversation kept {seen['conversation_kept']}"
         )
         check(not untyped, f"after killing {service}: an untyped chat outcome: {tally}")
-        check(seen["key_valid"] and intact, f"after killing {service}: {seen}")
+        check(
+            seen["key_valid"] and intact and seen["conversation_kept"],
+            f"after killing {service}: {seen}",
+        )
         check(
             outcomes.count("ok") > 0 or service == "gateway",
             f"no chat succeeded around the {service} kill: {tally}",
@@ -540,7 +559,7 @@ def down_up(stack: Stack, http: httpx.Client, key: str, baseline: dict[str, Any]
     stack.down(volumes=False)
     log("fault: podman-compose down (volumes kept)")
     stack.up()
-    seen = observe(http, key)
+    seen = observe(http, key, baseline["conversation"])
     kept_jobs = sum(
         1 for j in baseline["done_jobs"] if seen["jobs"] and seen["jobs"].get(j) == "succeeded"
     )
@@ -548,10 +567,13 @@ def down_up(stack: Stack, http: httpx.Client, key: str, baseline: dict[str, Any]
     log(
         f"fault: down + up: key valid {seen['key_valid']}; completed jobs kept {kept_jobs} "
         f"of {len(baseline['done_jobs'])}; collection intact {intact} "
-        f"({len(seen['sources'] or [])} sources)"
+        f"({len(seen['sources'] or [])} sources); conversation kept {seen['conversation_kept']}"
     )
     check(
-        seen["key_valid"] and intact and kept_jobs == len(baseline["done_jobs"]),
+        seen["key_valid"]
+        and intact
+        and seen["conversation_kept"]
+        and kept_jobs == len(baseline["done_jobs"]),
         f"down + up lost state: {seen}",
     )
     return {"kept_jobs": kept_jobs, "sources": len(seen["sources"] or [])}
@@ -574,8 +596,13 @@ def main() -> int:
         with httpx.Client(base_url=stack.url, timeout=120) as http:
             state = journey(stack, http)
             key = state["key"]
-            first = observe(http, key)
-            baseline = {"sources": first["sources"], "done_jobs": list(state["jobs"])}
+            first = observe(http, key, state["conversation"])
+            check(first["conversation_kept"], f"the journey's conversation: {first}")
+            baseline = {
+                "sources": first["sources"],
+                "done_jobs": list(state["jobs"]),
+                "conversation": state["conversation"],
+            }
             counts = kill_each(stack, http, key, baseline)
             dependency_gone(stack, http, key)
             kept = down_up(stack, http, key, baseline)
@@ -585,7 +612,9 @@ def main() -> int:
             f"restarted {n}; keys valid after restart {counts['keys_valid']} of {n} (+ down/up); "
             f"jobs terminal {counts['jobs_terminal']} of {n}; collections intact "
             f"{counts['collections_intact']} of {n} (+ down/up, {kept['sources']} sources); "
-            f"completed jobs kept over down/up {kept['kept_jobs']} of {len(baseline['done_jobs'])}",
+            f"completed jobs kept over down/up {kept['kept_jobs']} of "
+            f"{len(baseline['done_jobs'])}; the journey's conversation kept after restart "
+            f"{counts['conversations_kept']} of {n} (+ down/up)",
             flush=True,
         )
         return 0
