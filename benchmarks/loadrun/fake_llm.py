@@ -37,8 +37,15 @@ class FakeLLM:
 
 
 def start_fake_llm(
-    run_dir: Path, ttft_s: float, token_delay_s: float, answer_words: int, quote: bool
+    run_dir: Path,
+    ttft_s: float,
+    token_delay_s: float,
+    answer_words: int,
+    quote: bool,
+    host: str = "127.0.0.1",
 ) -> FakeLLM:
+    """The fake LLM as its own process on ``host`` (``0.0.0.0`` for containers to reach
+    it through the host's address)."""
     ready = run_dir / "fake-llm.ready"
     log_path = run_dir / "logs" / "fake-llm.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +64,8 @@ def start_fake_llm(
                 str(answer_words),
                 "--keep-log",
                 "100",
+                "--host",
+                host,
                 *(["--quote"] if quote else []),
             ],
             stdin=subprocess.DEVNULL,

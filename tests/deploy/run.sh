@@ -10,7 +10,8 @@
 #      overlays as podman containers under its own securityContext, to readiness.
 # Needs podman (../shared/tools/containers-here.sh on these machines) and `make setup`.
 # GROUNDWIRE_DEPLOY_CONTEXT: build the service images from another tree (default: here).
-# GROUNDWIRE_DEPLOY_STEPS: which of "stack pods" to run (default both).
+# GROUNDWIRE_DEPLOY_STEPS: which of "stack pods" to run (default both); "images" builds
+# the images only (benchmarks/container_load.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -51,6 +52,7 @@ for step in $STEPS; do
   case $step in
     stack) "$VENV/python" tests/deploy/stack.py --work "$WORK/stack" || rc=1 ;;
     pods) "$VENV/python" tests/deploy/pods.py --work "$WORK/pods" || rc=1 ;;
+    images) ;;
     *) echo "deploy-test: unknown step $step" >&2; exit 2 ;;
   esac
   echo "[deploy-test] step $step took $(( $(date +%s) - s ))s"
