@@ -158,16 +158,20 @@ async def cluster(
 async def test_5_a_reused_collection_name_does_not_carry_another_tenants_jobs(
     cluster: Cluster,
 ) -> None:
-    await cluster.collection("acme admin", "board")
+    # a tenant's admin names its collections under its prefix (defect 11): the name is
+    # reused by the operator, who may give any name to any tenant
+    await cluster.collection("acme admin", "acme-board")
     secret = [{"source_id": "acme/board-minutes-q3-layoffs.md", "content": "# Q3\n\nLayoffs."}]
-    acme_job = await cluster.job("acme write", "board", secret)
+    acme_job = await cluster.job("acme write", "acme-board", secret)
     assert (await cluster.finished("acme write", acme_job))["state"] == "succeeded"
-    dropped = await cluster.call("acme admin", "DELETE", "/v1/admin/collections/board")
+    dropped = await cluster.call("acme admin", "DELETE", "/v1/admin/collections/acme-board")
     assert dropped.status_code == 200, dropped.text
-    await cluster.collection("globex admin", "board")  # the name, reused
+    await cluster.collection("operator", "acme-board", tenant="globex")  # the name, reused
 
     for who in ("globex write", "globex admin"):
-        listed = await cluster.call(who, "GET", "/v1/admin/jobs", params={"collection": "board"})
+        listed = await cluster.call(
+            who, "GET", "/v1/admin/jobs", params={"collection": "acme-board"}
+        )
         assert listed.status_code == 200 and listed.json()["jobs"] == [], listed.text
         everything = await cluster.call(who, "GET", "/v1/admin/jobs")
         assert "board-minutes" not in everything.text and acme_job not in everything.text
@@ -208,39 +212,41 @@ async def test_8_only_the_owner_cancels_a_job(cluster: Cluster) -> None:
     assert (first["state"], first["counts"]["done"]) == ("succeeded", 40)
     assert (second["state"], second["counts"]["done"]) == ("succeeded", 3)
     # the owner may: a tenant's own job, cancelled by its own write key
-    await cluster.collection("acme admin", "notes")
-    mine = await cluster.job("acme write", "notes", docs("mine", 40))
+    await cluster.collection("acme admin", "acme-notes")
+    mine = await cluster.job("acme write", "acme-notes", docs("mine", 40))
     asked = await cluster.call("acme write", "POST", f"/v1/admin/jobs/{mine}/cancel")
     assert asked.status_code in (200, 202), asked.text
     assert (await cluster.finished("acme write", mine))["state"] == "cancelled"
 
 
 async def test_21_queued_jobs_and_their_bytes_are_capped_per_tenant(cluster: Cluster) -> None:
-    await cluster.collection("acme admin", "many")
-    accepted = [await cluster.job("acme write", "many", docs(f"j{i}", 20)) for i in range(MAX_JOBS)]
+    await cluster.collection("acme admin", "acme-many")
+    accepted = [
+        await cluster.job("acme write", "acme-many", docs(f"j{i}", 20)) for i in range(MAX_JOBS)
+    ]
     refused = await cluster.call(
         "acme write",
         "POST",
-        "/v1/admin/collections/many/documents",
+        "/v1/admin/collections/acme-many/documents",
         json={"documents": docs("x", 1)},
     )
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["code"] == "overloaded" and "Retry-After" in refused.headers
     # another tenant's queue is its own; and its bytes are capped too
-    await cluster.collection("globex admin", "big")
+    await cluster.collection("globex admin", "globex-big")
     big = [{"source_id": "big.md", "content": "# Big\n\n" + "heron reed " * 1500}]  # 16.5 kB
-    first = await cluster.job("globex write", "big", big)
+    first = await cluster.job("globex write", "globex-big", big)
     too_much = await cluster.call(
         "globex write",
         "POST",
-        "/v1/admin/collections/big/documents",
+        "/v1/admin/collections/globex-big/documents",
         json={"documents": [{**big[0], "source_id": "big-2.md"}]},
     )
     assert too_much.status_code == 429 and "cap" in too_much.json()["error"]["message"]
     for job_id in accepted:  # once they end, the tenant may queue again
         assert (await cluster.finished("acme write", job_id))["state"] == "succeeded"
     assert (await cluster.finished("globex write", first))["state"] == "succeeded"
-    again = await cluster.job("acme write", "many", docs("later", 1))
+    again = await cluster.job("acme write", "acme-many", docs("later", 1))
     assert (await cluster.finished("acme write", again))["state"] == "succeeded"
 
 
