@@ -14,6 +14,7 @@ nli` has put one there and the user names no other (the citation check then uses
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import signal
 import socket
@@ -62,9 +63,27 @@ def saved_token(run_dir: Path) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A port nothing listens on, chosen below the kernel's ephemeral range: a port the
+    kernel hands out (``bind(0)``) can be taken as the source port of any outgoing
+    connection before the service binds it (a gateway exited "address already in use"
+    in CI). Ports under the range are only ever taken by an explicit bind."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(10_000, low) if low > 10_000 else 0
+        if port and not _taken(port):
+            return port
+    with socket.socket() as sock:  # the range is full or unknown: the kernel's choice
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _taken(port: int) -> bool:
