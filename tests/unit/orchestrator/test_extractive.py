@@ -20,6 +20,7 @@ def body(answer: str) -> str:
         p for p in answer.split("\n\n") if not (p.startswith("*") and p.endswith("*:"))
     )
 
+
 SOURCES = [
     NumberedSource(
         1,
@@ -147,6 +148,25 @@ async def test_the_cross_encoder_scores_the_units_when_it_answers() -> None:
     assert not idle.calls and report.details["scoring"] == "embedder + word overlap"
 
 
+async def test_the_answer_opens_with_the_best_blocks_excerpt() -> None:
+    # the third excerpt holds the best block, the first the second best: read by source
+    # number the answer opened with whatever excerpt 1 had
+    def score(_: str, passage: str) -> float:
+        return (
+            0.9
+            if "Spaghetti" in passage
+            else 0.8
+            if "Rate limits" in passage
+            else (0.7 if "Quotas" in passage else 0.1)
+        )
+
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=3, reranker=FakeReranker(scores=score))
+    text, report = await stage.run(ExtractiveInput("what is quoted first", SOURCES, ""))
+    order = [text.index(marker) for marker in ("Spaghetti", "Rate limits", "Quotas reset")]
+    assert order == sorted(order), text
+    assert report.details["blocks"] == "3"
+
+
 async def test_units_are_not_repeated_and_pointer_sentences_are_not_quoted() -> None:
     sentence = "Each key may send sixty requests per minute to the API."
     sources = [
@@ -169,13 +189,17 @@ def test_mmr_prefers_a_new_point_to_a_near_copy_of_a_chosen_one() -> None:
     # 1 is a little more relevant than 2, but says much what 0 says
     assert select_mmr([0, 1, 2], relevance, [1, 1, 2], sim, limit=2, per_source=2) == [0, 2]
     # ranked by relevance alone (no redundancy), 1 would be next
-    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=2,
-                      per_source=2) == [0, 1]
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=2, per_source=2) == [
+        0,
+        1,
+    ]
     # a near-duplicate is never chosen, even to fill a slot; the per-source cap holds
     similar[frozenset((0, 2))] = 0.95
     assert select_mmr([0, 1, 2], relevance, [1, 1, 2], sim, limit=3, per_source=2) == [0, 1]
-    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=3,
-                      per_source=1) == [0, 2]
+    assert select_mmr([0, 1, 2], relevance, [1, 1, 2], lambda a, b: 0.0, limit=3, per_source=1) == [
+        0,
+        2,
+    ]
 
 
 async def test_a_row_of_a_long_table_is_quoted_under_its_header() -> None:
@@ -256,7 +280,8 @@ async def test_a_paragraph_is_quoted_whole_and_a_pointer_is_not_a_block() -> Non
 async def test_a_list_item_quoted_alone_loses_its_number() -> None:
     steps = "".join(
         f"{n}. step {n} of the long installation procedure that sets up the retriever "
-        f"and its stores on every node of the cluster\n" for n in range(1, 8)
+        f"and its stores on every node of the cluster\n"
+        for n in range(1, 8)
     )
     steps += "8. treat a quota rejection as a signal to back off and retry later\n"
     sources = [NumberedSource(1, chunk(1, steps))]

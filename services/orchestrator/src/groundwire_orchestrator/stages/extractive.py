@@ -22,8 +22,9 @@ block with the best ``MMR_LAMBDA * relevance - (1 - MMR_LAMBDA) * similarity to 
 blocks already chosen`` (embedder cosine, else word overlap), so the answer does not
 say one thing twice; a block nearly identical to a chosen one (similarity at least
 ``DUPLICATE_SIMILARITY``, or the same words) is never quoted. At most ``max_blocks``
-blocks, ``per_source`` from one excerpt, MAX_ANSWER_CHARS in all after the first, read
-in source order. A how-to question ("how do I", "which command") adds PROCEDURE_BONUS
+blocks, ``per_source`` from one excerpt, MAX_ANSWER_CHARS in all after the first, the
+best block's excerpt first (then each excerpt by its best block, an excerpt's blocks in
+its own order). A how-to question ("how do I", "which command") adds PROCEDURE_BONUS
 to blocks holding code: code shares few words with a question, yet is what such a
 question asks for.
 
@@ -487,8 +488,14 @@ class ExtractiveAnswerStage:
                 fitting.append(i)
                 used += size
         chosen = fitting
-        # read in the excerpts' order: by source number, then position in the chunk
-        chosen.sort(key=lambda i: (candidates[i].number, candidates[i].block.position))
+        # the best block's excerpt first, then the others by their best block; within
+        # an excerpt, in its own order. Read by source number, the answer opened with
+        # whatever the first excerpt had ("does a request still succeed when one part
+        # is broken?" began with a logging setting, the design rule came second)
+        lead: dict[int, int] = {}
+        for rank, i in enumerate(chosen):  # chosen is in MMR order: best first
+            lead.setdefault(candidates[i].number, rank)
+        chosen.sort(key=lambda i: (lead[candidates[i].number], candidates[i].block.position))
         answer = compose(
             [(candidates[i].block, candidates[i].number, candidates[i].label) for i in chosen]
         )
