@@ -493,8 +493,8 @@ class ExtractiveAnswerStage:
         # whatever the first excerpt had ("does a request still succeed when one part
         # is broken?" began with a logging setting, the design rule came second)
         lead: dict[int, int] = {}
-        for rank, i in enumerate(chosen):  # chosen is in MMR order: best first
-            lead.setdefault(candidates[i].number, rank)
+        for place, i in enumerate(chosen):  # chosen is in MMR order: best first
+            lead.setdefault(candidates[i].number, place)
         chosen.sort(key=lambda i: (lead[candidates[i].number], candidates[i].block.position))
         answer = compose(
             [(candidates[i].block, candidates[i].number, candidates[i].label) for i in chosen]
