@@ -308,14 +308,18 @@ async def mcp_calls(url: str, key: str) -> dict[str, Any]:
 # --- the journey -----------------------------------------------------------------------
 
 
-def journey(stack: Stack, http: httpx.Client) -> dict[str, Any]:
+def read_key(http: httpx.Client, name: str) -> str:
     r = http.post(
         "/v1/admin/keys",
-        json={"tenant": "ops", "role": "read", "name": "reader"},
+        json={"tenant": "ops", "role": "read", "name": name},
         headers=admin_headers(),
     )
     check(r.status_code in (200, 201), f"create key: {r.status_code} {r.text[:300]}")
-    key = r.json()["key"]
+    return str(r.json()["key"])
+
+
+def journey(stack: Stack, http: httpx.Client) -> dict[str, Any]:
+    key = read_key(http, "reader")
     log("journey: created a read key")
 
     job = wait_job(http, ingest(http, DOCS, create=True))
@@ -472,7 +476,9 @@ def kill_each(
             + ("Filler text about kettles and noodles. " * 200)
             for i in range(FAULT_DOCS)
         }
-        with chats_running(stack.url, key) as outcomes:
+        # the chats around each kill use a key of their own: one key's 15 chats a
+        # minute (the gateway's default) ran out across faults on a fast machine
+        with chats_running(stack.url, read_key(http, f"chats-{service}")) as outcomes:
             job_id = ingest(http, many)
             time.sleep(1.5)  # the job is under way
             pid = stack.sigkill(service)
