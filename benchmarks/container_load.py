@@ -123,8 +123,10 @@ class Compose:
             ),
             encoding="utf-8",
         )
+        # the API key is one of the compose file's pass-through variables (``KEY:``, no
+        # value): podman-compose cannot merge a value over it, so it comes from
+        # podman-compose's own environment, as a user's shell would give it (run())
         llm_env = {
-            "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_API_KEY": "fake",
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_BASE_URL": llm_url,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_FAST_MODEL": FAST_MODEL,
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG_MODEL,
@@ -162,7 +164,12 @@ class Compose:
 
     def run(self, *args: str, check: bool = True, timeout: float = 900) -> str:
         done = subprocess.run(
-            [*self.command, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+            [*self.command, *args],
+            cwd=ROOT,
+            env={**os.environ, "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_API_KEY": "fake"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and done.returncode != 0:
             raise SetupFailed(
