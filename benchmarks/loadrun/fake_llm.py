@@ -49,6 +49,7 @@ def start_fake_llm(
     ready = run_dir / "fake-llm.ready"
     log_path = run_dir / "logs" / "fake-llm.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    ready.unlink(missing_ok=True)  # a kept run folder's old file names a dead port
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [
