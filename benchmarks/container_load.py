@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from load_report import parse_users
 from loadrun.capacity import sample, step_cpu
 from loadrun.fake_llm import start_fake_llm
 from loadrun.inputs import CORPUS, ROOT
@@ -81,16 +82,6 @@ def host_address() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect(("192.0.2.1", 9))  # TEST-NET-1: nothing is sent
         return str(s.getsockname()[0])
-
-
-def parse_users(raw: str) -> list[int]:
-    try:
-        users = [int(u) for u in raw.split(",") if u.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--users wants numbers like 1,8,32: {raw!r}") from None
-    if not users or any(u < 1 or u > 1000 for u in users):
-        raise argparse.ArgumentTypeError("--users: 1..1000 each")
-    return users
 
 
 # --- the containers ----------------------------------------------------------------------
