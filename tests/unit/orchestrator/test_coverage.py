@@ -22,6 +22,8 @@ from groundwire_orchestrator.stages.coverage import (
     CoverageParams,
     CoverageStage,
     hybrid_evidence,
+    means_named,
+    multiword_names,
     names_in,
     searched_words,
 )
@@ -163,6 +165,42 @@ async def test_the_report_states_evidence_threshold_and_verdict() -> None:
     off = CoverageStage(dataclasses.replace(PARAMS, names=False))
     assert (await off.run(CoverageInput("Are rate limits per key in Kong?",
                                         [scored(CORPUS[0], 0.7)], False)))[0].covered
+
+
+BUILD_DOCS = [
+    chunk(5, "If the feature needs a flag such as -std=gnu++11, the flag is added.",
+          source="target_compile_features.rst", title="target_compile_features"),
+    chunk(6, "Make a rule that writes an output file; the build tool runs it when the "
+          "pattern of inputs changes or by hand.", source="add_custom_command.rst",
+          title="add_custom_command"),
+]
+
+
+def test_a_name_of_several_words_is_mentioned_only_where_they_stand_side_by_side() -> None:
+    question = "How do I write a pattern rule in GNU Make by hand?"
+    assert multiword_names(question) == ["GNU Make"]
+    assert multiword_names("How do I register a domain with Route 53 or Google Cloud Run?") == [
+        "Route 53", "Google Cloud Run"
+    ]
+    # "gnu" and "make" are both in the collection, never one beside the other
+    apart = hybrid_evidence(question, [scored(c, 0.5) for c in BUILD_DOCS], dense_weight=0.5)
+    assert apart.terms == 1.0 and apart.unknown_names == ("GNU Make",)
+    beside = dataclasses.replace(BUILD_DOCS[1], text=BUILD_DOCS[1].text + " GNU Make runs it.")
+    named = hybrid_evidence(question, [scored(beside, 0.5)], dense_weight=0.5)
+    assert named.unknown_names == ()
+
+
+async def test_a_lower_case_tool_the_question_ends_on_is_a_name() -> None:
+    assert means_named("How do I profile a C++ program with perf?") == ["perf"]
+    assert means_named("How do I install it using pip") == ["pip"]
+    assert means_named("How do I copy a file and substitute values in it?") == []
+    assert means_named("How do I sign a request with a key?") == []
+    stage = CoverageStage(PARAMS)
+    verdict, report = await stage.run(CoverageInput(
+        "How do I profile a rule with perf?", [scored(c, 0.7) for c in BUILD_DOCS], False
+    ))
+    assert not verdict.covered and verdict.unknown_names == ("perf",)
+    assert report.details["declined"].endswith("no passage mentions perf")
 
 
 async def test_reranked_candidates_are_judged_by_the_cross_encoder_score() -> None:

@@ -13,7 +13,11 @@ stage weighs the evidence of the ranked candidates and declines when it is too w
      acronym, a word with digits: "Helm", "GraphQL", "S3"; not general acronyms such
      as "API" or "HTTP") that none of the candidates contains declines at once. BM25
      would have found a passage naming it, so the collection does not: a question
-     about another product or tool.
+     about another product or tool. A name of several words ("GNU Make", "Visual
+     Studio") is one name: it counts as mentioned only where two of its words stand
+     side by side; its words found apart ("gnu" in ``-std=gnu++11``, "make" anywhere)
+     do not mention it. A tool named in lower case as the means the question ends on
+     ("… with perf?", "… using pip?") is a name too.
   2. *evidence* ``dense_weight * dense + (1 - dense_weight) * terms`` against
      ``threshold``: ``dense`` is the best dense cosine among the candidates (the
      retriever's raw dense-path score; 0 when none passed the dense floor), ``terms``
@@ -46,6 +50,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 from groundwire_orchestrator.domain import Candidate, StageReport
@@ -55,6 +60,8 @@ Method = Literal["cross-encoder", "hybrid"]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*[A-Za-z0-9]")
 _IDENTIFIER_JOINS = re.compile(r"[_=./-]+")
+_MEANS = re.compile(r"\b(?:with|using|via)\s+([a-z][a-z0-9+.-]*[a-z0-9+])\W*$")
+"""A lower-case tool the question ends on as its means: "profile a program with perf?"."""
 TASK_DENSE_WEIGHT = 0.75
 TASK_THRESHOLD = 0.353
 """Chosen on the in-scope and out-of-scope questions of evals/declines (samples/corpus,
@@ -161,6 +168,35 @@ def names_in(query: str) -> list[str]:
     return names
 
 
+def multiword_names(query: str) -> list[str]:
+    """The runs of two or more names side by side in ``query`` (only spaces between),
+    as written: "GNU Make", "Route 53", "GitHub Actions"."""
+    names = set(names_in(query))
+    runs: list[list[re.Match[str]]] = []
+    for match in _WORD.finditer(query):
+        if match.group(0) not in names:
+            continue
+        last = runs[-1][-1] if runs else None
+        if last is not None and query[last.end() : match.start()].isspace():
+            runs[-1].append(match)
+        else:
+            runs.append([match])
+    return [query[r[0].start() : r[-1].end()] for r in runs if len(r) > 1]
+
+
+def means_named(query: str) -> list[str]:
+    """The lower-case tool ``query`` ends on as its means ("… with perf?"): a name,
+    though not capitalised. Stop words are not tools ("… with it?")."""
+    m = _MEANS.search(query.strip())
+    return [m.group(1)] if m and m.group(1) not in STOPWORDS else []
+
+
+def _side_by_side(phrase: Sequence[str], passages: Sequence[Sequence[str]]) -> bool:
+    """Whether two consecutive words of ``phrase`` stand side by side in a passage."""
+    pairs = set(pairwise(phrase))
+    return any(pair in pairs for words in passages for pair in pairwise(words))
+
+
 def searched_words(query: str) -> tuple[str, ...]:
     """The question's words that were looked for, as the reader wrote them (stop words
     out, each once)."""
@@ -191,14 +227,25 @@ def hybrid_evidence(
     found: set[str] = set()
     wanted = set(content_words(query))
     together = 0.0
+    passages: list[list[str]] = []
     for c in candidates:
-        words = set(content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
-                                  f"{chunk_body(c)}"))
+        sequence = content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
+                                 f"{chunk_body(c)}")
+        passages.append(sequence)
+        words = set(sequence)
         found.update(words)
         if wanted:
             together = max(together, len(wanted & words) / len(wanted))
     terms = len(wanted & found) / len(wanted) if wanted else 0.0
-    unknown = tuple(n for n in names_in(query) if not set(content_words(n)) <= found)
+    # a several-word name is absent unless two of its words stand side by side; its
+    # single words are then not reported again
+    phrases = [p for p in multiword_names(query)
+               if not _side_by_side(content_words(p), passages)]
+    inside = {w for p in phrases for w in _WORD.findall(p)}
+    single = [n for n in names_in(query) + means_named(query) if n not in inside]
+    unknown = tuple(phrases) + tuple(
+        dict.fromkeys(n for n in single if not set(content_words(n)) <= found)
+    )
     evidence = dense_weight * dense + (1.0 - dense_weight) * terms
     return HybridEvidence(evidence, dense, terms, unknown, together)
 
