@@ -4,14 +4,15 @@ One run on one machine, one part after the other:
 
 1. **containers**: the images the README builds (``tests/deploy/run.sh`` with
    ``GROUNDWIRE_DEPLOY_STEPS=images``: cached layers, so a second run builds nothing),
-   then ``docker-compose.yml`` through podman-compose with ``--scale orchestrator=N
-   --scale embedder=M`` (every replica answers to its service's name; the gRPC channels
-   resolve all of them and round-robin across them), under the compose file's own
-   read-only roots, users, volumes and health checks. An override file
-   (``<work>/load.override.yml``, written here) sets only what the load needs, the same
-   settings ``load_report.py`` gives its processes: the gateway's abuse and cost limits
-   off (one client address would be refused after 60 searches a minute) and the
-   orchestrator's LLM pointed at the fake LLM, which runs on this machine as its own
+   then ``docker-compose.yml`` through podman-compose with ``--orchestrators N`` and
+   ``--embedders M`` containers: the extra ones are explicit services (``orchestrator-2``
+   …, the compose file's own definition with the service's name as a network alias: the
+   gRPC channels resolve every replica and round-robin across them), under the compose
+   file's own read-only roots, users, volumes and health checks. An override file
+   (``<work>/load.override.yml``, written here) adds them and sets only what the load
+   needs, the same settings ``load_report.py`` gives its processes: the gateway's abuse
+   and cost limits off (one client address would be refused after 60 searches a minute)
+   and the orchestrator's LLM pointed at the fake LLM, which runs on this machine as its own
    process (reached as ``host.docker.internal``). ``samples/corpus`` is ingested
    through the gateway's admin API as a job; then locust (its own process,
    ``benchmarks/locustfile.py``) runs each ``--users`` step against the gateway
@@ -123,19 +124,20 @@ class Compose:
             "GROUNDWIRE_ORCHESTRATOR_ANTHROPIC_STRONG_MODEL": STRONG_MODEL,
             "GROUNDWIRE_ORCHESTRATOR_LLM_ORDER": "anthropic",
         }
+        services: dict[str, Any] = {
+            "orchestrator": {"environment": llm_env},
+            "gateway": {"environment": dict(GATEWAY_LOAD_ENV)},
+        }
+        replicas = {"orchestrator": args.orchestrators, "embedder": args.embedders}
+        extra = replica_services(replicas, {"orchestrator": llm_env})
+        services.update(extra)
+        # the gateway resolves the orchestrators when it starts: every replica first
+        services["gateway"]["depends_on"] = {
+            n: {"condition": "service_healthy"} for n in extra if n.startswith("orchestrator-")
+        }
         # JSON is YAML: the override compose merges into docker-compose.yml's services
         self.override.write_text(
-            json.dumps(
-                {
-                    "services": {
-                        "orchestrator": {"environment": llm_env},
-                        "gateway": {"environment": dict(GATEWAY_LOAD_ENV)},
-                    }
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
+            json.dumps({"services": services}, indent=2) + "\n", encoding="utf-8"
         )
         compose = shutil.which("podman-compose") or str(
             Path(sys.executable).parent / "podman-compose"
@@ -151,7 +153,7 @@ class Compose:
             "-f",
             str(self.override),
         ]
-        self.scale = {"orchestrator": args.orchestrators, "embedder": args.embedders}
+        self.scale = replicas
 
     def run(self, *args: str, check: bool = True, timeout: float = 900) -> str:
         done = subprocess.run(
@@ -170,11 +172,17 @@ class Compose:
         return done.stdout
 
     def up(self) -> None:
-        scale = [a for s, n in self.scale.items() for a in ("--scale", f"{s}={n}")]
-        self.run("up", "-d", *scale)
+        self.run("up", "-d")
 
     def down(self) -> None:
         self.run("down", "-v", check=False)
+        # podman-compose's down removes the containers of the services it knows: one
+        # an earlier run created otherwise (a ``--scale``d replica) outlived it once
+        label = f"label=io.podman.compose.project={PROJECT}"
+        subprocess.run(
+            ["podman", "rm", "-f", "--depend", "--filter", label],
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
 
     def containers(self) -> dict[str, int]:
         """Running containers of the project: name -> the host pid of its main process."""
@@ -206,6 +214,34 @@ class Compose:
                 pass
             time.sleep(2)
         raise SetupFailed(f"{self.url}/v1/health not 200 after {timeout_s:.0f} s")
+
+
+def replica_services(
+    replicas: dict[str, int], environment: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """Explicit services ``<name>-2`` … for each service's extra replicas.
+
+    Each is the compose file's own definition (its image, read-only root, user, volumes,
+    health check, dependencies), with the service's name as a network alias so that the
+    ``dns:///<name>:port`` channels resolve every replica and round-robin across them.
+    Explicit services rather than ``--scale``: podman-compose 1.6 scaled the embedder
+    but started one orchestrator (and a scaled container once outlived ``down``).
+    """
+    import yaml
+
+    defined = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
+    extra: dict[str, Any] = {}
+    for name, count in replicas.items():
+        for i in range(2, count + 1):
+            service = {k: v for k, v in defined[name].items() if k not in ("build", "ports")}
+            # a new service: nothing to merge over, so the load's settings replace the
+            # compose file's pass-through variables (``KEY:``) here
+            service["environment"] = {
+                **service.get("environment", {}), **environment.get(name, {})
+            }  # fmt: skip
+            service["networks"] = {"default": {"aliases": [name]}}
+            extra[f"{name}-{i}"] = service
+    return extra
 
 
 def ingest_corpus(url: str, max_documents: int | None) -> dict[str, Any]:
@@ -426,7 +462,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {
         "name": name,
         "created": created.isoformat(timespec="seconds"),
-        "machine": {**machine(), "locust": locust_version()},
+        "machine": {
+            **machine(),
+            "locust": locust_version(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        },
         "note": args.note,
         "config": {
             "users": args.users,
