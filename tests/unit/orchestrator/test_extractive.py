@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
+from groundwire_core.clients.embedder import TextEmbedding
 from groundwire_core.errors import Unavailable
 from groundwire_orchestrator.clients.reranker import RerankerLoad
 from groundwire_orchestrator.domain import NumberedSource
@@ -11,7 +15,7 @@ from groundwire_orchestrator.stages.extractive import (
     cite,
     select_mmr,
 )
-from tests.unit.orchestrator.doubles import FakeEmbedder, FakeReranker, chunk
+from tests.unit.orchestrator.doubles import DIMS, FakeEmbedder, FakeReranker, chunk
 
 
 def body(answer: str) -> str:
@@ -288,3 +292,64 @@ async def test_a_list_item_quoted_alone_loses_its_number() -> None:
     question = ExtractiveInput("what should a client do after a quota rejection", sources, "")
     text, _ = await ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1).run(question)
     assert body(text) == "- treat a quota rejection as a signal to back off and retry later [1]"
+
+
+class MeaningEmbedder(FakeEmbedder):
+    """Cosines set by hand: the question is one axis, a passage lies at the cosine of
+    the first phrase of ``meanings`` it holds (0.1 otherwise)."""
+
+    def __init__(self, meanings: dict[str, float]) -> None:
+        super().__init__()
+        self.meanings = meanings
+
+    async def embed(
+        self, texts: Sequence[str], *, query: bool, outputs: Sequence[str] = ("dense",)
+    ) -> list[TextEmbedding]:
+        def vector(text: str) -> tuple[float, ...]:
+            c = 1.0 if query else next(
+                (v for phrase, v in self.meanings.items() if phrase in text), 0.1
+            )
+            return (c, math.sqrt(1.0 - c * c)) + (0.0,) * (DIMS - 2)
+
+        return [TextEmbedding(vector(t), None, len(t.split()), False, self.model_id)
+                for t in texts]
+
+
+async def test_a_block_sharing_words_but_far_in_meaning_is_not_quoted() -> None:
+    # the summary holds every word of the question ("one", "user", "API") and its title
+    # does too, yet means something else; the rate-limit sentence shares none of them
+    sources = [
+        NumberedSource(1, chunk(1, "Which routes need one API key for a user, and how "
+                                   "secrets are kept.", title="Stop one user API key")),
+        NumberedSource(2, chunk(2, "Rate limits keep each caller from crowding out the "
+                                   "others.", title="Rate limits")),
+    ]
+    embedder = MeaningEmbedder({"crowding": 0.9, "secrets": 0.5})
+    stage = ExtractiveAnswerStage(embedder, max_blocks=3)
+    text, report = await stage.run(
+        ExtractiveInput("how do I stop one user from flooding the API", sources, "")
+    )
+    assert body(text) == "Rate limits keep each caller from crowding out the others [2].", text
+    # on words alone the summary outscores it: only its meaning keeps it out
+    first, second = report.details["top_blocks"].split("; ")[:2]
+    assert first.startswith("[1]") and second.startswith("[2]"), report.details["top_blocks"]
+
+
+async def test_a_quoted_list_keeps_only_its_items_near_the_question() -> None:
+    checklist = (
+        "Harden the deployment before going live:\n\n"
+        "1. Only the gateway is exposed to the network.\n"
+        "2. Containers run as an unprivileged user.\n"
+        "3. Abuse limits cap what a runaway client can consume.\n"
+    )
+    sources = [NumberedSource(1, chunk(1, checklist, title="Hardening"))]
+    embedder = MeaningEmbedder({"Abuse": 0.9, "deployment": 0.5, "gateway": 0.3,
+                                "Containers": 0.3})
+    text, _ = await ExtractiveAnswerStage(embedder).run(
+        ExtractiveInput("how do I stop a runaway client", sources, "")
+    )
+    # with the sentence introducing it; out of its whole list, the item loses its number
+    assert body(text) == (
+        "Harden the deployment before going live [1]:\n\n"
+        "- Abuse limits cap what a runaway client can consume [1]."
+    ), text

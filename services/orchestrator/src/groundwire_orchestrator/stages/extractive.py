@@ -29,7 +29,12 @@ to blocks holding code: code shares few words with a question, yet is what such 
 question asks for.
 
 A block scoring under ``RELATIVE_FLOOR`` times the best block's score is not quoted
-either: a free slot is not a reason to quote something barely related.
+either: a free slot is not a reason to quote something barely related. Nor is one whose
+cosine is under ``SEMANTIC_FLOOR`` times the best block's (embedder scoring): words it
+shares with the question ("one", "API", "request") do not make it answer ("how do I
+stop one user from flooding the API" opened with a security summary holding "API" and
+"user"), and a quoted list keeps only its items that pass the same floor against its
+best item. The stage report lists the best blocks with their scores (``top_blocks``).
 
 Each block is quoted as the chunk it cites has it: with the markers removed, the
 answer is the chunk's own text (whitespace runs, a list item's number when the item is
@@ -55,9 +60,10 @@ the embedding model, like the citation threshold's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import GroundwireError
@@ -94,6 +100,14 @@ MAX_CODE_CHARS = 800
 MAX_CODE_LINES = 16
 MMR_LAMBDA = 0.85
 RELATIVE_FLOOR = 0.6
+SEMANTIC_FLOOR = 0.8
+"""A block whose cosine to the question is under this times the best block's is not
+quoted (embedder scoring): shared words alone do not make it answer. Inside a quoted
+list of MIN_LIST_ITEMS items or more, the same holds for an item against the best item.
+Chosen on make demo's two questions (samples/corpus): 0.74-0.8 keeps the security
+summary and the logging setting out of them; the tuning halves of evals/docs-answers
+read the same at 0.8 as without it."""
+MIN_LIST_ITEMS = 3
 DUPLICATE_SIMILARITY = 0.9
 POINTER_MAX_WORDS = 8
 _IDENTIFIER_JOINS = re.compile(r"[_=./-]+")
@@ -224,6 +238,22 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
     return out
 
 
+def answering_items(candidate: _Candidate, cosines: Mapping[str, float]) -> Block:
+    """A list block without the items far in meaning from the question (under
+    SEMANTIC_FLOOR times its best item's cosine), with its introduction; any other
+    block, or a list of fewer than MIN_LIST_ITEMS items, as it is."""
+    block = candidate.block
+    items = [u for u in block.units if u.kind == "item"]
+    if block.kind != "list" or len(items) < MIN_LIST_ITEMS:
+        return block
+    near = {id(u): cosines.get(_piece(u, candidate.section), 0.0) for u in items}
+    floor = SEMANTIC_FLOOR * max(near.values())
+    kept = tuple(u for u in block.units if u.kind != "item" or near[id(u)] >= floor)
+    if len(kept) == len(block.units):
+        return block
+    return dataclasses.replace(block, units=kept, whole_list=False)
+
+
 def compose(quoted: Sequence[tuple[Block, int, str]]) -> str:
     """The answer text of cited blocks, in the given order: each block whole (see
     text.blocks.render), under the line naming where it is ("*Title > Section*:"),
@@ -322,9 +352,10 @@ class ExtractiveAnswerStage:
 
     async def _semantic(
         self, query: str, candidates: Sequence[_Candidate]
-    ) -> tuple[list[float], list[Sequence[float]]] | None:
-        """Each block's cosine to the query (its best unit's) and its vector (the mean of
-        its units'); None without the embedder."""
+    ) -> tuple[list[float], list[Sequence[float]], dict[str, float]] | None:
+        """Each block's cosine to the query (its best unit's), its vector (the mean of
+        its units') and each unit's cosine by its embedded text; None without the
+        embedder."""
         if self._embedder is None or self._passages is None:
             return None
         texts = list(dict.fromkeys(t for x in candidates for t in x.pieces))
@@ -338,12 +369,13 @@ class ExtractiveAnswerStage:
         vectors = (await self._passages.of_model(got, texts, model_of(q[0]))).vectors
         if any(t not in vectors for t in texts):
             return None
-        scores = [max(cosine(qv, vectors[t]) for t in x.pieces) for x in candidates]
+        cosines = {t: cosine(qv, vectors[t]) for t in texts}
+        scores = [max(cosines[t] for t in x.pieces) for x in candidates]
         means: list[Sequence[float]] = [
             [sum(col) / len(x.pieces) for col in zip(*(vectors[t] for t in x.pieces), strict=True)]
             for x in candidates
         ]
-        return scores, means
+        return scores, means, cosines
 
     async def _cross_encoder(
         self, query: str, candidates: Sequence[_Candidate], details: dict[str, str]
@@ -463,9 +495,20 @@ class ExtractiveAnswerStage:
         best = max(scores)
         details["best_score"] = f"{best:.3f}"
         ranked = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+        # the best few, chosen or not: why an answer quoted what it did
+        details["top_blocks"] = "; ".join(
+            f"[{candidates[i].number}] {scores[i]:.3f} {candidates[i].label}"
+            for i in ranked[:6]
+        )
         # a weak unit is never quoted: under the floor, or far below the best one (a
         # free slot is not a reason to quote something barely related)
         ranked = [i for i in ranked if scores[i] >= max(floor, RELATIVE_FLOOR * best)]
+        if crossed is None and semantic is not None:
+            # nor is a block whose meaning is far from the question's, whatever words it
+            # shares with it: "one", "API", "request" put a security summary and a
+            # logging setting before the rate-limit and design-rule blocks (make demo)
+            near = SEMANTIC_FLOOR * max(semantic[0])
+            ranked = [i for i in ranked if semantic[0][i] >= near]
         if not ranked:
             details["declined"] = f"best block score {best:.3f} < {floor}"
         matched_flagged = any(candidates[i].flagged for i in ranked)
@@ -479,6 +522,13 @@ class ExtractiveAnswerStage:
             limit=self._max_blocks,
             per_source=self._per_source,
         )
+        if semantic is not None:
+            # a list's items are points of their own: one that answers does not bring
+            # the others along ("Abuse limits" out of a hardening checklist)
+            for i in chosen:
+                candidates[i] = dataclasses.replace(
+                    candidates[i], block=answering_items(candidates[i], semantic[2])
+                )
         # a few blocks, not a page: after the best one, only those that fit the budget
         fitting: list[int] = []
         used = 0
