@@ -65,6 +65,12 @@ def test_the_demo_prints_a_verified_extractive_answer_with_its_fallbacks(
     answer = chat.split("answer:", 1)[1].split("cited sources:", 1)[0]
     assert re.search(r"\[\d+\]", answer), answer
     assert "(rate-limits.md)" in chat
+    # the answer opens with the page that answers (#32: it opened with the security
+    # summary, which shares "API" and "user" with the question and answers nothing)
+    files = dict(re.findall(r"^\s+\[(\d+)\] .+\n\s+\S+\s+\((\S+)\)$", chat, flags=re.MULTILINE))
+    first = re.search(r"\[(\d+)\]", answer)
+    assert first and files.get(first.group(1)) == "rate-limits.md", chat
+    assert "rate limit" in answer.lower(), answer
     statuses = re.findall(r"^\s+\[\d+\] ([A-Z]+)\s+relevance \d", chat, flags=re.MULTILINE)
     assert statuses and set(statuses) == {"QUOTED"}, "verbatim quotes; nothing judged"
     assert re.search(r"analysis +\d+ms +fallback: no LLM is configured", chat)

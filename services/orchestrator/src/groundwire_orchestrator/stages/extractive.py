@@ -507,7 +507,11 @@ class ExtractiveAnswerStage:
             # nor is a block whose meaning is far from the question's, whatever words it
             # shares with it: "one", "API", "request" put a security summary and a
             # logging setting before the rate-limit and design-rule blocks (make demo)
-            near = SEMANTIC_FLOOR * max(semantic[0])
+            # against the best block that may be quoted: a flagged passage close to the
+            # question must not push every other block under the floor
+            quotable = [v for v, c in zip(semantic[0], candidates, strict=True)
+                        if not c.flagged] or semantic[0]
+            near = SEMANTIC_FLOOR * max(quotable)
             ranked = [i for i in ranked if semantic[0][i] >= near]
         if not ranked:
             details["declined"] = f"best block score {best:.3f} < {floor}"
