@@ -195,6 +195,7 @@ async def test_a_lower_case_tool_the_question_ends_on_is_a_name() -> None:
     assert means_named("How do I install it using pip") == ["pip"]
     assert means_named("How do I copy a file and substitute values in it?") == []
     assert means_named("How do I sign a request with a key?") == []
+    assert means_named("which wine goes with salmon") == []  # company, not a means
     stage = CoverageStage(PARAMS)
     verdict, report = await stage.run(CoverageInput(
         "How do I profile a rule with perf?", [scored(c, 0.7) for c in BUILD_DOCS], False

@@ -16,8 +16,8 @@ stage weighs the evidence of the ranked candidates and declines when it is too w
      about another product or tool. A name of several words ("GNU Make", "Visual
      Studio") is one name: it counts as mentioned only where two of its words stand
      side by side; its words found apart ("gnu" in ``-std=gnu++11``, "make" anywhere)
-     do not mention it. A tool named in lower case as the means the question ends on
-     ("… with perf?", "… using pip?") is a name too.
+     do not mention it. A tool named in lower case as the means a how-to question
+     ends on ("How do I profile it with perf?") is a name too.
   2. *evidence* ``dense_weight * dense + (1 - dense_weight) * terms`` against
      ``threshold``: ``dense`` is the best dense cosine among the candidates (the
      retriever's raw dense-path score; 0 when none passed the dense floor), ``terms``
@@ -62,6 +62,10 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*[A-Za-z0-9]")
 _IDENTIFIER_JOINS = re.compile(r"[_=./-]+")
 _MEANS = re.compile(r"\b(?:with|using|via)\s+([a-z][a-z0-9+.-]*[a-z0-9+])\W*$")
 """A lower-case tool the question ends on as its means: "profile a program with perf?"."""
+_HOW_TO = re.compile(r"^\W*how (?:do|can|should|would) (?:i|we|you|one)\b|^\W*how to\b",
+                     re.IGNORECASE)
+"""A question asking how to do something: its closing "with X" is the means, not company
+("which wine goes with salmon")."""
 TASK_DENSE_WEIGHT = 0.75
 TASK_THRESHOLD = 0.353
 """Chosen on the in-scope and out-of-scope questions of evals/declines (samples/corpus,
@@ -185,8 +189,10 @@ def multiword_names(query: str) -> list[str]:
 
 
 def means_named(query: str) -> list[str]:
-    """The lower-case tool ``query`` ends on as its means ("… with perf?"): a name,
-    though not capitalised. Stop words are not tools ("… with it?")."""
+    """The lower-case tool a how-to ``query`` ends on as its means ("How do I … with
+    perf?"): a name, though not capitalised. Stop words are not tools ("… with it?")."""
+    if not _HOW_TO.match(query):
+        return []
     m = _MEANS.search(query.strip())
     return [m.group(1)] if m and m.group(1) not in STOPWORDS else []
 
