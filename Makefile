@@ -37,8 +37,13 @@ lint: setup
 	$(VENV)/ruff check .
 	$(VENV)/mypy libs/core/src/groundwire_core services/*/src cli/src clients/python/src
 
+# The suite in TEST_WORKERS processes (pytest-xdist), a test file's tests in one of
+# them (their module fixtures start servers once): 1348 s in one process, 890 s in two,
+# on the 2-core CI machines (2026-11-28). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+
 test: system-deps lint
-	$(VENV)/pytest
+	$(VENV)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 protos: setup
 	PYTHON=$(VENV)/python scripts/gen_protos.sh
