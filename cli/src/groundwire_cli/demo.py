@@ -190,8 +190,13 @@ def print_answer(question: str, outcome: ChatOutcome) -> None:
         )
         for c in outcome.citations:
             sentence = textwrap.shorten(c.sentence, width=64, placeholder="…")
-            method = c.method if c.method in MEANING_METHODS else "relevance"
-            judged = f"{method} {c.support:.2f}"
+            if c.status == QUOTED:
+                # a verbatim quote scores ~1.00 against its own passage by construction:
+                # the figure would say nothing (#32)
+                judged = "verbatim"
+            else:
+                method = c.method if c.method in MEANING_METHODS else "relevance"
+                judged = f"{method} {c.support:.2f}"
             print(f"    [{c.number}] {c.status.upper():<11} {judged:<15} {sentence}")
     print("  stages:")
     for stage in outcome.stages:

@@ -71,8 +71,9 @@ def test_the_demo_prints_a_verified_extractive_answer_with_its_fallbacks(
     first = re.search(r"\[(\d+)\]", answer)
     assert first and files.get(first.group(1)) == "rate-limits.md", chat
     assert "rate limit" in answer.lower(), answer
-    statuses = re.findall(r"^\s+\[\d+\] ([A-Z]+)\s+relevance \d", chat, flags=re.MULTILINE)
+    statuses = re.findall(r"^\s+\[\d+\] ([A-Z]+)\s+verbatim ", chat, flags=re.MULTILINE)
     assert statuses and set(statuses) == {"QUOTED"}, "verbatim quotes; nothing judged"
+    assert "1.00" not in chat, "no by-construction similarity shown for a quote"
     assert re.search(r"analysis +\d+ms +fallback: no LLM is configured", chat)
     assert re.search(r"answer +\d+ms +fallback: no LLM is configured: extractive answer", chat)
     assert f"the answer is {len(statuses)} passage(s) quoted from the sources" in chat

@@ -109,13 +109,14 @@ def test_a_similarity_verdict_is_named_and_not_counted_as_proof(
 ) -> None:
     print_answer("how are requests limited", _outcome("extractive", ["quoted"], "similarity"))
     out = capsys.readouterr().out
-    assert "[1] QUOTED      relevance 0.30" in out
+    assert "[1] QUOTED      verbatim" in out and "0.30" not in out  # no figure for a quote
     assert "passages chosen by similarity; nothing read their meaning" in out
     assert "the answer is 1 passage(s) quoted from the sources, chosen by similarity" in out
     assert not re.search(r"\b(verified|supported)\b", out, re.IGNORECASE), out
     print_answer("how are requests limited", _outcome("generated", ["similar"], "similarity"))
     out = capsys.readouterr().out
     assert "scored by similarity only (a relevance score, not proof)" in out
+    assert "[1] SIMILAR     relevance 0.30" in out
     assert not re.search(r"\b(verified|supported)\b", out, re.IGNORECASE), out
     print_answer("how are requests limited", _outcome("extractive", ["supported"], "nli"))
     out = capsys.readouterr().out
