@@ -477,8 +477,16 @@ class JobRunner:
         return JobState.SUCCEEDED, ""
 
     async def _record(self, held: _Held, doc: JobDocument, *, written: bool) -> None:
-        held.job = replace(held.job, counts=held.job.counts.add(doc, written=written))
-        await self._save(held, doc)
+        # the counts move on only with the document's row: a refused write (a full
+        # disk) leaves them as stored, so the job's end never counts a document its
+        # report does not list
+        before = held.job
+        held.job = replace(before, counts=before.counts.add(doc, written=written))
+        try:
+            await self._save(held, doc)
+        except GroundwireError:
+            held.job = before
+            raise
 
     async def _save(self, held: _Held, doc: JobDocument | None) -> None:
         """Writes the counts (and ``doc``) and reads the cancel flag back."""
