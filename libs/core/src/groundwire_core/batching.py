@@ -621,26 +621,22 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         lanes = 1 if shared else min(self._lanes, len(tokenized))
         if lanes == 1:
             return await self._in(self._core, _clocked, self._infer_buckets, tokenized, shared)
-        started = time.perf_counter()
-        parts = await asyncio.gather(
-            *(
-                self._in(self._core, self._infer_buckets, tokenized[lane::lanes], True)
-                for lane in range(lanes)
-            )
-        )
-        raw: list[Any] = [None] * len(tokenized)
-        for lane, part in enumerate(parts):
-            raw[lane::lanes] = part
-        return raw, (time.perf_counter() - started) * 1e3
+        return await self._spread(self._core, tokenized, lanes)
 
     async def _infer_bulk(self, tokenized: list[Any]) -> tuple[list[Any], float]:
         """A bulk slice's buckets spread over the bulk threads, one-thread session each."""
         assert self._bulk_core is not None
-        lanes = min(self._lanes, len(tokenized))
+        return await self._spread(self._bulk_core, tokenized, min(self._lanes, len(tokenized)))
+
+    async def _spread(
+        self, pool: ThreadPoolExecutor | None, tokenized: list[Any], lanes: int
+    ) -> tuple[list[Any], float]:
+        """Every ``lanes``-th bucket on one of ``pool``'s threads (one-thread session),
+        the outputs back in bucket order; with the wall time in ms."""
         started = time.perf_counter()
         parts = await asyncio.gather(
             *(
-                self._in(self._bulk_core, self._infer_buckets, tokenized[lane::lanes], True)
+                self._in(pool, self._infer_buckets, tokenized[lane::lanes], True)
                 for lane in range(lanes)
             )
         )
