@@ -95,7 +95,9 @@ async def test_retry_after_comes_from_redis_time(store: RedisCounters) -> None:
     over = await store.admit(_ask(client="ip:x", quota=2))
     assert over.reason == "quota_exceeded"
     seconds_to_midnight = 86_400 - time.time() % 86_400
-    assert abs(over.retry_after_s - seconds_to_midnight) < 2
+    # the quota resets at midnight UTC, not in a minute or a day (a loaded machine may
+    # take seconds between the refusal and this line: the bound is the window's, not speed)
+    assert abs(over.retry_after_s - seconds_to_midnight) < 60
 
 
 async def test_leases_of_a_dead_replica_expire(store: RedisCounters) -> None:

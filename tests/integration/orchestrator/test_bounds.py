@@ -109,6 +109,8 @@ async def test_a_frozen_embedder_costs_a_search_only_the_query_deadline(stack: S
     # past the 0.5 s query deadline the search went on to the retriever (BM25 needs no
     # embedder): the failure is the retriever's, not the embedder's deadline
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE, caught.value.details()
-    assert 0.4 < elapsed < 3.0, f"{elapsed:.1f} s: the 0.5 s query deadline, not the 10 s one"
+    # past the 0.5 s deadline, and well short of the 10 s one it must not wait for (the
+    # bound is the other deadline, generous on a loaded machine, not a speed figure)
+    assert 0.4 < elapsed < 10.0, f"{elapsed:.1f} s: the 0.5 s query deadline, not the 10 s one"
     metadata = dict(caught.value.trailing_metadata() or ())
     assert metadata.get(DEPENDENCY_KEY) == "retriever"
