@@ -93,7 +93,9 @@ async def test_a_stale_figure_is_measured_again_while_the_engine_is_idle() -> No
     await engine.start()
     try:
         assert backend.inferred.count(["pair", "pair"]) == 1
+        await _slow_batch(engine, backend)  # a figure far over the calibration's
         assert engine.ms_per_item > 0  # fresh: no recalibration yet
+        assert backend.inferred.count(["pair", "pair"]) == 1
         await asyncio.sleep(0.1)
         assert engine.ms_per_item > 0  # stale: answered, and measured again meanwhile
         for _ in range(200):  # bounded by count: the recalibration is one batch
@@ -101,6 +103,83 @@ async def test_a_stale_figure_is_measured_again_while_the_engine_is_idle() -> No
                 break
             await asyncio.sleep(0.01)
         assert backend.inferred.count(["pair", "pair"]) == 2
+    finally:
+        await engine.stop()
+
+
+async def _slow_batch(engine: BatchingEngine[str, str], backend: ScriptedBackend) -> None:
+    """One request whose batch holds the model ~50 ms: its figure is far over the
+    scripted calibration's (microseconds)."""
+    backend.infer_started.clear()
+    backend.infer_gate.clear()
+    request = asyncio.create_task(engine.submit(["work"]))
+    for _ in range(200):
+        if backend.infer_started.is_set():
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    backend.infer_gate.set()
+    await request
+
+
+async def test_a_stale_figure_near_the_lowest_is_not_measured_again() -> None:
+    """The first search after a pause: its own batch times the model anew. Measuring
+    then put the calibration beside it (both slower: the search missed its budget and
+    its figure, 2.6x the idle one, made the next searches skip the cross-encoder)."""
+    # a batch of one item holds the model 50 ms, the calibration's one item too: the
+    # figures agree unless a batch waited over 25 ms more for a thread
+    backend = ScriptedBackend(infer_s=0.05)
+    engine = BatchingEngine(
+        backend,
+        name="recal",
+        max_batch_tokens=1000,
+        max_batch_items=8,
+        max_queue=4,
+        calibrate=["pair"],
+        recalibrate_after_s=0.0,
+    )
+    await engine.start()
+    try:
+        for _ in range(5):
+            assert engine.ms_per_item > 0
+            await engine.submit(["work"])
+            await asyncio.sleep(0.01)
+        assert backend.inferred.count(["pair"]) == 1, "only at start"
+    finally:
+        await engine.stop()
+
+
+async def test_a_batch_never_runs_beside_a_recalibration() -> None:
+    backend = ScriptedBackend()
+    engine = BatchingEngine(
+        backend,
+        name="recal",
+        max_batch_tokens=1000,
+        max_batch_items=8,
+        max_queue=4,
+        lanes=2,  # two core threads: side by side would be possible
+        calibrate=["pair"] * 2,
+        recalibrate_after_s=0.05,
+    )
+    await engine.start()
+    try:
+        await _slow_batch(engine, backend)
+        await asyncio.sleep(0.1)
+        backend.forget()
+        backend.infer_gate.clear()  # the recalibration will hold the model
+        engine.ms_per_item  # noqa: B018 - stale and high: starts a recalibration
+        for _ in range(200):
+            if backend.infer_started.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert backend.events == ["tokenize pair,pair", "infer pair,pair"], "held"
+        request = asyncio.create_task(engine.submit(["work"]))
+        await asyncio.sleep(0.1)
+        assert not request.done()
+        backend.infer_gate.set()
+        await request
+        assert backend.inferred == [["pair", "pair"], ["work"]], "in turn"
+        assert backend.most_running == 1, "the request's batch ran beside the calibration"
     finally:
         await engine.stop()
 

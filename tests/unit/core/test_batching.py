@@ -28,6 +28,9 @@ class ScriptedBackend:
     that (a heavy backend's batches are too big to run pre and post on the event loop)."""
 
     weight: int = 1
+    infer_s: float = 0.01
+    """How long a batch holds the model once the gate is open: long enough for the runs
+    that can overlap to overlap."""
     infer_gate: threading.Event = field(default_factory=threading.Event)
     infer_started: threading.Event = field(default_factory=threading.Event)
     tokenized: list[list[str]] = field(default_factory=list)
@@ -85,7 +88,7 @@ class ScriptedBackend:
             assert self.infer_gate.wait(10)
             if "boom" in batch.items:
                 raise RuntimeError("the model exploded")
-            time.sleep(0.01)  # long enough for the runs that can overlap to overlap
+            time.sleep(self.infer_s)
             self.inferred.append(batch.items)
             return [i.upper() for i in batch.items]
         finally:

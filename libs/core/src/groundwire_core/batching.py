@@ -88,6 +88,11 @@ BULK_POLL_S = 0.05
 # cores, one process; 2026-11-28): search p95 during the ingest / idle p95 2.65 with no
 # nice threads, 1.14 at nice 10 (the ingest 3.8x slower), 0.97 at nice 5 (2.9x slower).
 BULK_NICE = 5
+RECALIBRATE_ABOVE = 1.5
+"""A stale ms/item figure is measured again only when over this times the lowest one
+measured (see ``BatchingEngine.__init__``): 1.5 leaves a batch's normal spread alone
+(padding, bucket shapes) and catches a figure taken under another process's load (3-6x
+here: docs/sizing.md)."""
 
 
 def _lower_priority() -> None:
@@ -220,10 +225,16 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         """``calibrate``: items run once after the warm-up and timed, so ``ms_per_item``
         is known before the first request (a caller planning from it — the rerank
         stage's budget — is right from the start instead of assuming a free model).
-        They run again, while the engine is idle, when ``ms_per_item`` is read and no
-        batch has been timed for ``recalibrate_after_s``: a caller that stops sending
+        They run again, while the engine is idle, when ``ms_per_item`` is read, no
+        batch has been timed for ``recalibrate_after_s`` and the figure is over
+        RECALIBRATE_ABOVE times the lowest one measured: a caller that stops sending
         work because the figure is high (the rerank plan skips) would otherwise keep a
-        figure measured under a load long gone.
+        figure measured under a load long gone. A figure near the lowest keeps no
+        caller away, and its first request times the model anew: measuring then would
+        only put the calibration beside that request (an idle machine's first search
+        after a pause ran its 9 pairs beside the calibration's 8, missed the budget, and
+        left a figure 2.6x too high that made the next searches skip). A batch never
+        runs beside a recalibration: it waits for it.
         ``max_bulk_queue``: bulk requests waiting at most (default ``max_queue``)."""
         if lanes < 1:
             raise ValueError(f"lanes must be at least 1 (got {lanes})")
@@ -256,6 +267,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         self._bulk_running = False  # a bulk slice is on the bulk threads now
         self._ready = False
         self._recent_ms_per_item: list[float] = []
+        self._lowest_ms_per_item = 0.0  # the lowest figure measured (0: none yet)
 
     @property
     def max_batch_items(self) -> int:
@@ -282,6 +294,9 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             return
         if time.monotonic() - self._sampled_at < self._recalibrate_after_s:
             return
+        recent = sorted(self._recent_ms_per_item)
+        if recent and recent[len(recent) // 2] <= RECALIBRATE_ABOVE * self._lowest_ms_per_item:
+            return  # near the lowest: keeps no caller away (see __init__)
         if self._queue.qsize() or self._bulk or self._in_flight:
             return  # busy: its batches will be timed
         try:
@@ -294,12 +309,17 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         try:
             per_item = await self._in(self._core, self._time_items, self._calibrate)
             self._recent_ms_per_item = [per_item]  # the older samples are what was stale
+            self._lowest(per_item)
             log.info("%s recalibrated: %.1f ms per item", self._name, per_item)
         except Exception as error:  # a failed model shows in the next request's error
             log.warning("%s recalibration failed: %s", self._name, type(error).__name__)
         finally:
             self._sampled_at = time.monotonic()
             self._recalibrating = None
+
+    def _lowest(self, per_item: float) -> None:
+        if per_item > 0 and (not self._lowest_ms_per_item or per_item < self._lowest_ms_per_item):
+            self._lowest_ms_per_item = per_item
 
     async def start(self) -> None:
         """Loads the model and runs the warm-up items; raises if loading fails."""
@@ -315,6 +335,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
         if self._calibrate:
             per_item = await self._in(self._core, self._time_items, self._calibrate)
             self._recent_ms_per_item = [per_item]
+            self._lowest(per_item)
             self._sampled_at = time.monotonic()
             log.info("%s calibrated: %.1f ms per item", self._name, per_item)
         self._prepared = asyncio.Queue(maxsize=1)
@@ -579,6 +600,9 @@ class BatchingEngine(Generic[ItemT, ResultT]):
     ) -> None:
         """Infers ``batch`` on a core thread (``bulk``: on the bulk threads), then
         post-processes and delivers it."""
+        if self._recalibrating is not None and not bulk:
+            # side by side, both would run slower and both figures would be wrong
+            await asyncio.shield(self._recalibrating)
         try:
             if bulk:
                 batch.raw, ms = await self._infer_bulk(batch.tokenized)
@@ -592,6 +616,7 @@ class BatchingEngine(Generic[ItemT, ResultT]):
             # side by side, each run takes longer but the lanes share the queue's work
             per_item = ms / batch.size / (self._lanes if shared else 1)
             self._recent_ms_per_item = [*self._recent_ms_per_item[-31:], per_item]
+            self._lowest(per_item)
             self._sampled_at = time.monotonic()
         BATCH_SIZE.labels(self._name).observe(batch.size)
         log.debug(

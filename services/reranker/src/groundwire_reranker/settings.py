@@ -31,15 +31,15 @@ class RerankerSettings(ModelServiceSettings):
         "holds a model.",
     )
     max_pair_tokens: int = Field(
-        128,
+        96,
         ge=0,
         description="Cut each (query, passage) pair to this many tokens before scoring "
         "(0 = the model's own limit, 512 for bge-reranker-v2-m3). Cost grows with it: "
         "XLM-RoBERTa large int8 scores ~500 tokens/s per core, so on CPU the cap decides "
-        "how many candidates fit the orchestrator's rerank budget (1.5 s): at 128, a 2-core "
-        "machine scores ~10 candidates of bge-reranker-v2-m3 int8 in it when idle, at 256 "
-        "~5. The orchestrator sends each candidate's best window for the "
-        "query, not its first tokens (docs/sizing.md).",
+        "how many candidates fit the orchestrator's rerank budget (1.5 s). Measured on an "
+        "idle 2-core machine with bge-reranker-v2-m3 int8: 13 candidates fit at 96 (~110 "
+        "ms a pair), 7 or 8 at 128 (docs/sizing.md). The orchestrator sends each "
+        "candidate's best window for the query, not its first tokens.",
     )
     max_batch_tokens: int = Field(
         16384,
