@@ -288,6 +288,7 @@ def measure(
     model_dir: Path | None = None,
     clients: Sequence[int] = (1, 32),
     throughput_candidates: int = 50,
+    candidates: Sequence[int] = CANDIDATES,
 ) -> dict[str, Any]:
     folder = model_dir if model_dir is not None else report.out_dir if report else Path()
     manifest = json.loads((folder / "groundwire-model.json").read_text())
@@ -304,7 +305,7 @@ def measure(
             str(n): asyncio.run(
                 measure_cell(service.port, bare, query, candidate_passages(sentences, n), plan)
             )
-            for n in CANDIDATES
+            for n in candidates
         }
         rates = (
             throughput(
@@ -326,7 +327,9 @@ def measure(
         "profile": report.profile if report else manifest.get("profile", ""),
         "precision": precision,
         "mechanics_check": report is not None or bool(manifest.get("cost_model")),
-        "note": NOTE if report is not None else f"model folder {folder}",
+        "note": NOTE if report is not None else f"model folder {folder}" + (
+            " (a random-weight cost model: cost, not quality)" if manifest.get("cost_model") else ""
+        ),
         "max_tokens": report.max_tokens if report else manifest.get("max_tokens"),
         "candidates": cells,
         "throughput": rates,
@@ -343,7 +346,8 @@ def measure(
 
 
 def print_table(results: Sequence[dict[str, Any]]) -> None:
-    print(f"\nreranker latency, ms (p50 / p95) — {NOTE}\n")
+    notes = dict.fromkeys(str(r.get("note", NOTE)) for r in results)
+    print(f"\nreranker latency, ms (p50 / p95) — {'; '.join(notes) or NOTE}\n")
     header = (
         f"{'model':<24} {'prec':<5} {'cands':>5} {'tokens':>6}  "
         f"{'grpc':>15}  {'ort':>15}  {'ort+tok':>15}  {'grpc/ort+tok':>12}"
@@ -399,8 +403,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="throughput cells: concurrent clients, comma list ('' = none)",
     )
     parser.add_argument("--throughput-candidates", type=int, default=50)
+    parser.add_argument(
+        "--candidates",
+        default=",".join(str(n) for n in CANDIDATES),
+        help="latency cells: candidates per call, comma list ('' = none; a full-size "
+        "model scores ~10 pairs a second on 2 cores, so 100 is minutes a cell)",
+    )
     args = parser.parse_args(argv)
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
+    candidates = tuple(int(n) for n in args.candidates.split(",") if n.strip())
     plan = QUICK if args.quick else FULL
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     for name in names:
@@ -437,6 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model_dir=args.model_dir,
                 clients=clients,
                 throughput_candidates=args.throughput_candidates,
+                candidates=candidates,
             )
             result["environment"] = {
                 **environment,

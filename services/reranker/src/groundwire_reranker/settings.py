@@ -42,10 +42,13 @@ class RerankerSettings(ModelServiceSettings):
         "candidate's best window for the query, not its first tokens.",
     )
     max_batch_tokens: int = Field(
-        16384,
+        2048,
         ge=256,
-        description="Token budget for packing queued requests into one model batch "
-        "(pairs x padded length); one request is never split.",
+        description="Token budget of one model call (pairs x padded length): queued "
+        "requests are packed into a batch up to it, and a longer one runs in several "
+        "calls. Large calls lose on CPU: with bge-reranker-v2-m3 int8 on 2 cores, 32 "
+        "clients got 0.78x bare ONNX Runtime's pairs/s at 16384 (a call's activations "
+        "outgrow the caches), 1.12x at 2048 (benchmarks/README.md).",
     )
     max_batch_passages: int = Field(256, ge=1, description="Most passages in one Rerank call.")
     max_queue: int = Field(
