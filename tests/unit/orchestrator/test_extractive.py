@@ -375,3 +375,73 @@ async def test_a_flagged_passage_does_not_set_the_semantic_floor() -> None:
     )
     assert "never followed [2]." in text and "Ignore" not in text, text
     assert report.details["flagged_not_quoted"] == "1"
+
+
+EXPLAIN = """### Synopsis
+
+```bash
+npm explain <package-spec>
+
+alias: why
+```
+
+### Description
+
+This command will print the chain of dependencies causing a given package to be
+installed in the current project, one line for every package that depends on it.
+"""
+
+
+async def test_a_how_to_answer_states_its_pages_synopsis() -> None:
+    """The description answers in words and never names the command; the synopsis
+    names it and shares too few words with the question to be chosen by its score."""
+    sources = [
+        NumberedSource(1, chunk(1, EXPLAIN, title="npm-explain", source="npm-explain.md")),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1)
+    how = "How do I see the chain of dependencies that installed a given package?"
+    text, report = await stage.run(ExtractiveInput(how, sources, ""))
+    assert "npm explain <package-spec>" in text
+    assert text.index("npm explain") < text.index("This command will print the chain")
+    assert report.details["synopsis"] == "npm-explain > Synopsis"
+    # a question that asks no how-to gets the description alone
+    what = "What does the chain of dependencies of a given package show?"
+    text, report = await stage.run(ExtractiveInput(what, sources, ""))
+    assert "npm explain <package-spec>" not in text
+    assert "synopsis" not in report.details
+
+
+async def test_a_synopsis_in_a_chunk_of_its_own_is_read_for_the_answer() -> None:
+    """Pages cut at their headings leave the synopsis a chunk no search returns."""
+    synopsis, description = EXPLAIN.split("### Description")
+    described = chunk(
+        1, description, title="npm-explain", source="npm-explain.md", heading=["Description"]
+    )
+    read: list[str] = []
+
+    async def read_synopsis(source_id: str) -> list[NumberedSource]:
+        read.append(source_id)
+        body = synopsis.replace("### Synopsis", "").strip()
+        part = chunk(
+            3, body, title="npm-explain", source="npm-explain.md", heading=["Synopsis"]
+        )
+        return [NumberedSource(3, part)]
+
+    sources = [
+        NumberedSource(1, described),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+    how = "How do I see the chain of dependencies that installed a given package?"
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1)
+    text, report = await stage.run(ExtractiveInput(how, sources, "", read_synopsis=read_synopsis))
+    assert read == ["npm-explain.md"]
+    assert "npm explain <package-spec>" in text and "[3]" in text
+    assert report.details["synopsis"] == "npm-explain > Synopsis"
+
+    async def unavailable(source_id: str) -> list[NumberedSource]:
+        raise Unavailable("retriever is down", dependency="retriever")
+
+    text, report = await stage.run(ExtractiveInput(how, sources, "", read_synopsis=unavailable))
+    assert "This command will print the chain" in text, "the answer without it"
+    assert report.details["synopsis"].startswith("not read:")

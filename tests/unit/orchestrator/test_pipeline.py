@@ -456,3 +456,39 @@ async def test_retrieval_failure_propagates() -> None:
     chain.pipeline._retrieval._retriever = Missing()  # type: ignore[attr-defined]
     with pytest.raises(NotFound):
         await ask(chain, "x")
+
+
+async def test_a_how_to_answer_without_an_llm_reads_its_pages_synopsis() -> None:
+    """The synopsis is a chunk of its own that no search for the task returns; the
+    extractive answer reads it, and it is sent as a source before the answer cites it."""
+    corpus = [
+        chunk(
+            1,
+            "This command rotates the signing keys of a deployment and restarts every "
+            "replica so that the new keys take effect across the cluster.",
+            source="keys.md",
+            title="groundwire-keys",
+            heading=("Description",),
+            index=1,
+        ),
+        chunk(
+            2,
+            "```bash\ngroundwire keys rotate --deployment NAME\n```",
+            source="keys.md",
+            title="groundwire-keys",
+            heading=("Synopsis",),
+        ),
+        *CORPUS[2:4],
+    ]
+    chain = make_chain(None, corpus=corpus, config=ChainConfig(answer_sources=1))
+    events = await ask(chain, "How do I rotate the signing keys of a deployment?")
+    first, more = of(events, RetrievalDone)
+    assert [s.candidate.chunk_id for s in first.sources] == ["c1"]
+    assert [(s.number, s.candidate.chunk_id) for s in more.sources] == [(2, "c2")]
+    done = events[-1]
+    assert done.mode == "extractive"
+    assert "groundwire keys rotate --deployment NAME" in done.answer and "[2]" in done.answer
+    [cited] = of(events, CitationsDone)
+    assert {s.candidate.chunk_id for s in cited.sources} == {"c1", "c2"}
+    read = chain.retriever.queries[-1]
+    assert read.filters == (FieldFilter("source_id", ("keys.md",)),)

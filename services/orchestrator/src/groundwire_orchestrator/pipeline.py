@@ -26,6 +26,7 @@ from groundwire_orchestrator.domain import (
     Candidate,
     CitationsDone,
     FieldFilter,
+    NumberedSource,
     QueryAnalysis,
     RetrievalDone,
     SearchOutcome,
@@ -51,13 +52,15 @@ from groundwire_orchestrator.stages.extractive import (
     FLAGGED_ONLY,
     ExtractiveAnswerStage,
     ExtractiveInput,
+    SynopsisReader,
+    is_synopsis,
 )
 from groundwire_orchestrator.stages.gate import VerifyBeforeShow
 from groundwire_orchestrator.stages.listwise import ListwiseInput, ListwiseRerankStage
 from groundwire_orchestrator.stages.live_docs import LiveDocsInput, LiveDocsStage
 from groundwire_orchestrator.stages.rerank import RerankInput, RerankStage
 from groundwire_orchestrator.stages.retrieval import RetrievalInput, RetrievalStage, SourceReader
-from groundwire_orchestrator.stages.screening import ScreeningStage
+from groundwire_orchestrator.stages.screening import ScreeningStage, flag
 from groundwire_orchestrator.text.ledger import SourceLedger, clean_markers
 from groundwire_orchestrator.text.prompting import DECLINE_PREFIX, fit_sources, is_decline
 
@@ -318,6 +321,23 @@ class Pipeline:
             result_tokens=self._config.tool_result_tokens,
         )
 
+    def _synopsis_reader(
+        self, collection: str, ledger: SourceLedger
+    ) -> tuple[SynopsisReader, list[NumberedSource]]:
+        """What the extractive answer calls for a page's synopsis parts (screened like
+        any excerpt, numbered in ``ledger``), and the list the new sources it numbered
+        are put in (to be sent as sources before the answer cites them)."""
+        added: list[NumberedSource] = []
+
+        async def read(source_id: str) -> list[NumberedSource]:
+            stored = await self._reader.read(collection, source_id, "synopsis usage")
+            parts = [flag(c) for c in stored if is_synopsis(c)]
+            added.extend(ledger.add(parts))
+            return [s for c in parts if (n := ledger.number_of(c.chunk_id)) is not None
+                    and (s := ledger.get(n)) is not None]
+
+        return read, added
+
     async def _write(
         self,
         inp: AskInput,
@@ -332,10 +352,18 @@ class Pipeline:
         failed (a reset first when it had streamed text). The LLM gets ``question`` with
         the conversation; the extractive answer, which sees no conversation, scores its
         sentences against ``searched`` (the standalone question)."""
+        read, read_sources = self._synopsis_reader(inp.collection, ledger)
         if self._answer is None:
             text, report = await self._extractive.run(
-                ExtractiveInput(searched, ledger.sources, "no LLM is configured: extractive answer")
+                ExtractiveInput(
+                    searched,
+                    ledger.sources,
+                    "no LLM is configured: extractive answer",
+                    read_synopsis=read,
+                )
             )
+            if read_sources:
+                yield RetrievalDone(tuple(read_sources))
             yield from_extractive(text, report, ledger)
             return
         steps = self._agent_steps(inp.max_agent_steps)
@@ -365,9 +393,12 @@ class Pipeline:
                         ledger.sources,
                         f"the LLM failed ({error.message}): extractive answer",
                         error.dependency or "llm",
+                        read_synopsis=read,
                     )
                 )
                 report.details.update(event.details)
+                if read_sources:
+                    yield RetrievalDone(tuple(read_sources))
                 yield from_extractive(text, report, ledger)
                 return
             yield event

@@ -26,7 +26,12 @@ blocks, ``per_source`` from one excerpt, MAX_ANSWER_CHARS in all after the first
 best block's excerpt first (then each excerpt by its best block, an excerpt's blocks in
 its own order). A how-to question ("how do I", "which command") adds PROCEDURE_BONUS
 to blocks holding code: code shares few words with a question, yet is what such a
-question asks for.
+question asks for. Such an answer also states the command its best block's page
+documents: the page's synopsis (a code block under a Synopsis, Usage, Syntax or
+Signature heading), from the excerpts or, when none holds it, read from the collection
+through ``read_synopsis`` (a page cut at its headings leaves it a chunk of its own that
+shares few words with any question). On npm's documentation (evals/docs-answers) the
+answers named the page and quoted "this command will print..." without the command.
 
 A block scoring under ``RELATIVE_FLOOR`` times the best block's score is not quoted
 either: a free slot is not a reason to quote something barely related. Nor is one whose
@@ -63,12 +68,12 @@ import asyncio
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from groundwire_core.errors import GroundwireError
 from groundwire_orchestrator.clients.interfaces import Embedder, Reranker
-from groundwire_orchestrator.domain import NumberedSource, StageReport
+from groundwire_orchestrator.domain import Candidate, NumberedSource, StageReport
 from groundwire_orchestrator.stages.rerank import RerankerLoadCache
 from groundwire_orchestrator.text.blocks import CITED_WORDS, Block, blocks_of, render
 from groundwire_orchestrator.text.passages import PassageVectors, cosine, model_of
@@ -83,7 +88,14 @@ from groundwire_orchestrator.text.sentences import (
     strip_markers,
 )
 
-__all__ = ["FLAGGED_ONLY", "ExtractiveAnswerStage", "ExtractiveInput", "cite"]
+__all__ = [
+    "FLAGGED_ONLY",
+    "ExtractiveAnswerStage",
+    "ExtractiveInput",
+    "SynopsisReader",
+    "cite",
+    "is_synopsis",
+]
 
 SEMANTIC_WEIGHT = 0.6
 LEXICAL_WEIGHT = 0.2
@@ -116,6 +128,9 @@ _PROCEDURE = re.compile(
     r"^\W*(?:how (?:do|can|should|would) (?:i|we|you|one)|how to|(?:which|what) commands?)\b",
     re.IGNORECASE,
 )
+_SYNOPSIS = re.compile(r"^\W*(?:synopsis|usage|syntax|signature)s?\W*$", re.IGNORECASE)
+"""The heading of a reference page's command line or signature: man pages, npm and
+CMake call it Synopsis, others Usage, Syntax or Signature."""
 _POINTER = re.compile(
     r"^(?:see(?: also)?|refer to|read|for (?:more|details|further)\b[^,.]*,?\s*see)\b",
     re.IGNORECASE,
@@ -128,6 +143,16 @@ FLAGGED_ONLY = (
 """The answer when every passage with something to quote was flagged."""
 
 
+SynopsisReader = Callable[[str], Awaitable[Sequence[NumberedSource]]]
+"""A page's synopsis parts (``is_synopsis``) by its source id, numbered as the answer
+may cite them; the pipeline reads them from the retriever when the excerpts lack them."""
+
+
+def is_synopsis(candidate: Candidate) -> bool:
+    """Whether a chunk is a page's Synopsis (Usage, Syntax, Signature) section."""
+    return len(candidate.heading_path) > 1 and bool(_SYNOPSIS.match(candidate.heading_path[-1]))
+
+
 @dataclass(frozen=True)
 class ExtractiveInput:
     query: str
@@ -135,6 +160,8 @@ class ExtractiveInput:
     reason: str
     """Why the answer is extractive, for the stage report."""
     dependency: str = "llm"
+    read_synopsis: SynopsisReader | None = None
+    """A how-to answer's page synopsis when no excerpt holds it (None: excerpts only)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +181,8 @@ class _Candidate:
     pieces: tuple[str, ...] = ()
     """Its units' texts as embedded: a block's cosine is its best unit's (the sentence
     vectors are the ones the citation check embeds too, so they are embedded once)."""
+    page: str = ""
+    """The source it is from: its page's synopsis goes with it (see ``synopsis_of``)."""
 
 
 def pointer_only(plain: str) -> bool:
@@ -234,8 +263,20 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
         )
         pieces = tuple(dict.fromkeys(_piece(u, heading) for u in block.units))
         out.append(_Candidate(src.number, block, scored, cand.injection_flagged, heading,
-                              task, where, pieces))
+                              task, where, pieces, cand.source_id))
     return out
+
+
+def synopsis_of(page: str, candidates: Sequence[_Candidate]) -> int | None:
+    """The index of ``page``'s synopsis among ``candidates``: a code block under a
+    Synopsis (Usage, Syntax, Signature) heading, not flagged; None when its excerpts
+    hold none."""
+    return next(
+        (i for i, c in enumerate(candidates)
+         if c.page == page and not c.flagged and c.block.has_code
+         and _SYNOPSIS.match(c.section)),
+        None,
+    )
 
 
 def answering_items(candidate: _Candidate, cosines: Mapping[str, float]) -> Block:
@@ -418,6 +459,7 @@ class ExtractiveAnswerStage:
             if key not in seen:
                 seen.add(key)
                 candidates.append(c)
+        every = list(candidates)  # before the embedding budget leaves some out
         details = {"mode": "extractive", "blocks_considered": str(len(candidates))}
         flagged = [str(s.number) for s in top if s.candidate.injection_flagged]
         if flagged:
@@ -484,7 +526,8 @@ class ExtractiveAnswerStage:
         else:
             scores, floor = lexical, 0.0  # word shares are on another scale
             details.setdefault("scoring", "word overlap")
-        if _PROCEDURE.match(inp.query):
+        procedure = bool(_PROCEDURE.match(inp.query))
+        if procedure:
             # "how do I ..." is answered by the commands more often than by the prose
             # around them, and code says little in words the question shares
             scores = [
@@ -533,6 +576,30 @@ class ExtractiveAnswerStage:
                 candidates[i] = dataclasses.replace(
                     candidates[i], block=answering_items(candidates[i], semantic[2])
                 )
+        if procedure and chosen:
+            # the command itself: a how-to answer from a reference page states the page's
+            # synopsis, which shares too few words with the question to be chosen by its
+            # score ("find out which of my dependencies pulled in a package" quoted
+            # npm-explain's description, "this command will print the chain...", and
+            # never `npm explain <package-spec>`: evals/docs-answers, the npm set)
+            page = candidates[chosen[0]].page
+            found = synopsis_of(page, every)
+            if found is None and inp.read_synopsis is not None:
+                # a page cut at its headings leaves the synopsis a chunk of its own,
+                # rarely among the excerpts: it shares few words with any question
+                try:
+                    parts = await inp.read_synopsis(page)
+                except GroundwireError as error:
+                    details["synopsis"] = f"not read: {error.message}"
+                    parts = ()
+                every.extend(c for src in parts for c in _candidates(src))
+                found = synopsis_of(page, every)
+            if found is not None and every[found] not in (candidates[i] for i in chosen):
+                if every[found] not in candidates:  # not embedded: not scored either
+                    candidates.append(every[found])
+                    scores = [*scores, 0.0]
+                chosen.insert(1, candidates.index(every[found]))
+                details["synopsis"] = every[found].label
         # a few blocks, not a page: after the best one, only those that fit the budget
         fitting: list[int] = []
         used = 0
