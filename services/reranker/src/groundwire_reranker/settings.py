@@ -48,7 +48,7 @@ class RerankerSettings(ModelServiceSettings):
         "requests are packed into a batch up to it, and a longer one runs in several "
         "calls. Large calls lose on CPU: with bge-reranker-v2-m3 int8 on 2 cores, 32 "
         "clients got 0.78x bare ONNX Runtime's pairs/s at 16384 (a call's activations "
-        "outgrow the caches), 1.12x at 2048 (benchmarks/README.md).",
+        "outgrow the caches), 1.12x at 2048 (docs/sizing.md).",
     )
     max_batch_passages: int = Field(256, ge=1, description="Most passages in one Rerank call.")
     max_queue: int = Field(
