@@ -303,6 +303,9 @@ async def test_upload_converse_cite_and_switch_collection(
     view = await opened.value
     await view.wait_for_load_state("load")
     cited = view.locator(".chunk.cited")
+    # with a key typed in, the page opens a blank tab, fetches the view with the key and
+    # writes it there: "load" is the blank tab's (CI: 0 chunks found at that moment)
+    await cited.first.wait_for(timeout=30_000)
     assert await cited.count() == 1
     cited_text = await cited.locator(".text").inner_text()
     assert "share their counters in Redis" in cited_text

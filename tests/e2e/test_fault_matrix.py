@@ -405,7 +405,8 @@ def test_embedder_frozen_bm25_within_its_deadline_then_hybrid_again(matrix: Matr
     # the search after it did not wait at all: the outage was recorded (no clock read here)
     retrieval = stages_of(reply)["retrieval"]
     assert "failed recently" in retrieval["reason"], retrieval
-    assert float(retrieval["details"]["embed_ms"]) == 0.0, retrieval
+    # nothing waited for the deadline (a loaded machine reads 0.1 ms for the check itself)
+    assert float(retrieval["details"]["embed_ms"]) < EMBEDDER_QUERY_TIMEOUT_S * 1e3 / 2, retrieval
 
     reply = eventually(
         lambda: search(matrix.http),
@@ -485,7 +486,13 @@ def test_redis_stopped_serves_fail_open_then_health_ok(matrix: Matrix) -> None:
 def test_retriever_and_its_store_killed_503_then_same_results(matrix: Matrix) -> None:
     """With the embedded engine the store lives in the retriever's process: killing it
     (SIGKILL, no flush on the way out) is losing the store; the data must survive."""
-    before = search(matrix.http, rerank=False)
+    # both searches hybrid: an embedder outage recorded by an earlier case (its "failed
+    # recently" window) gives BM25-only scores, which would differ for another reason
+    before = eventually(
+        lambda: search(matrix.http, rerank=False),
+        lambda r: r.status_code == 200 and not stages_of(r)["retrieval"]["fallback"],
+        timeout_s=RECOVERY_S,
+    )
     assert before.status_code == 200, before.text
     described = matrix.http.get(f"/v1/admin/collections/{COLLECTION}", headers=ADMIN).json()
     others = {k: v for k, v in matrix.pids().items() if k != "retriever"}
@@ -504,7 +511,7 @@ def test_retriever_and_its_store_killed_503_then_same_results(matrix: Matrix) ->
 
     reply = eventually(
         lambda: search(matrix.http, rerank=False),
-        lambda r: r.status_code == 200,
+        lambda r: r.status_code == 200 and not stages_of(r)["retrieval"]["fallback"],
         timeout_s=RECOVERY_S,
     )
     assert reply.status_code == 200, reply.text

@@ -19,12 +19,15 @@ from groundwire.reranker.v1 import reranker_pb2
 from groundwire_reranker.export import BuildReport
 from groundwire_reranker.export.tiny import Architecture
 from groundwire_reranker.models import OnnxCrossEncoder
+from groundwire_reranker.settings import RerankerSettings
 
 ARCHS: tuple[Architecture, ...] = ("xlm-roberta", "bert")
 TOLERANCE = 1e-4
 
 Query = tuple[str, list[str]]
 Served = Callable[..., Any]  # conftest's `served` fixture
+
+DEFAULT_CAP = int(RerankerSettings.model_fields["max_pair_tokens"].default)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,8 @@ async def test_served_scores_match_flagembedding_and_transformers(
     pairs = [(query, p) for query, passages in queries for p in passages]
     flag_all = _flag_scores(checkpoints[arch], report.max_tokens, pairs)
     hf_all, hf_tokens_all = _transformers_scores(checkpoints[arch], report.max_tokens, pairs)
-    async with served(model_dir=report.out_dir) as stub:
+    # uncut (max_pair_tokens=0): the model's own length, as the references read it
+    async with served(model_dir=report.out_dir, max_pair_tokens=0) as stub:
         start = 0
         for query, passages in queries:
             reply = await stub.Rerank(reranker_pb2.RerankRequest(query=query, passages=passages))
@@ -191,7 +195,7 @@ async def test_info_describes_the_served_model_and_load(
         assert (before.model_id, before.profile, before.max_tokens) == (
             report.model_id,
             "bge-reranker-v2-m3",
-            128,
+            min(report.max_tokens, DEFAULT_CAP),  # the pair cap, when it cuts
         )
         assert before.max_batch_passages == 64 and before.quantized is False
         assert before.queue_depth == 0
