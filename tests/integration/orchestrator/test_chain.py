@@ -260,6 +260,12 @@ async def chain(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> A
             "extractive_cross_encoder": False,
             "rerank_budget_ms": 1000.0,
             "rerank_min_candidates": 2,
+            # every server runs in the test's process and event loop: on a loaded CI
+            # machine a query embedding missed the 2 s default once (ci11), and the
+            # 'failed recently' window sent the next searches to BM25 alone (scores 0
+            # for a dense-only fusion). The deadline's own behaviour is tested in
+            # tests/e2e/test_fault_matrix.py.
+            "embedder_query_timeout_s": 30.0,
         }
         with_llm = OrchestratorSettings(
             **common,
