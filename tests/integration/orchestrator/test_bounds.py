@@ -98,19 +98,16 @@ async def test_a_frozen_embedder_costs_a_search_only_the_query_deadline(stack: S
     try:
         async with create_channel(f"127.0.0.1:{stack.port}") as ch:
             stub = orchestrator_pb2_grpc.OrchestratorServiceStub(ch)
-            started = time.perf_counter()
+            # 5 s: waiting for the embedder's 10 s call deadline would end this call as
+            # DEADLINE_EXCEEDED; only the 0.5 s query deadline lets the retriever answer
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await stub.Search(
-                    pb.SearchRequest(collection="docs", query="rate limits"), timeout=15
+                    pb.SearchRequest(collection="docs", query="rate limits"), timeout=5
                 )
-            elapsed = time.perf_counter() - started
     finally:
         stack.embedder.frozen = False
     # past the 0.5 s query deadline the search went on to the retriever (BM25 needs no
     # embedder): the failure is the retriever's, not the embedder's deadline
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE, caught.value.details()
-    # past the 0.5 s deadline, and well short of the 10 s one it must not wait for (the
-    # bound is the other deadline, generous on a loaded machine, not a speed figure)
-    assert 0.4 < elapsed < 10.0, f"{elapsed:.1f} s: the 0.5 s query deadline, not the 10 s one"
     metadata = dict(caught.value.trailing_metadata() or ())
     assert metadata.get(DEPENDENCY_KEY) == "retriever"

@@ -4,6 +4,7 @@ cross-encoder reads, and a ms/passage known before the first request."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from groundwire_core.batching import BatchingEngine
 from groundwire_orchestrator.text.sentences import approx_tokens
@@ -53,22 +54,20 @@ def test_the_pair_cap_cuts_the_manifest_and_keeps_the_query_share() -> None:
     assert capped(manifest, 1024) is manifest
 
 
-async def test_calibration_makes_ms_per_item_known_before_any_request() -> None:
-    cold = BatchingEngine(
-        ScriptedBackend(), name="cold", max_batch_tokens=1000, max_batch_items=8, max_queue=4
+def _engine(backend: ScriptedBackend, name: str, **kw: Any) -> BatchingEngine[str, str]:
+    """A small engine over ``backend``; ``kw``: calibration, lanes, recalibration."""
+    return BatchingEngine(
+        backend, name=name, max_batch_tokens=1000, max_batch_items=8, max_queue=4, **kw
     )
+
+
+async def test_calibration_makes_ms_per_item_known_before_any_request() -> None:
+    cold = _engine(ScriptedBackend(), "cold")
     await cold.start()
     assert cold.ms_per_item == 0.0, "without calibration: unknown until a request"
     await cold.stop()
     backend = ScriptedBackend()
-    calibrated = BatchingEngine(
-        backend,
-        name="calibrated",
-        max_batch_tokens=1000,
-        max_batch_items=8,
-        max_queue=4,
-        calibrate=["pair"] * 4,
-    )
+    calibrated = _engine(backend, "calibrated", calibrate=["pair"] * 4)
     await calibrated.start()
     try:
         assert calibrated.ms_per_item > 0.0
@@ -81,15 +80,7 @@ async def test_a_stale_figure_is_measured_again_while_the_engine_is_idle() -> No
     """A plan that skips the reranker because its figure is high sends it no work, so
     no batch would ever replace a figure measured under a load long gone."""
     backend = ScriptedBackend()
-    engine = BatchingEngine(
-        backend,
-        name="recal",
-        max_batch_tokens=1000,
-        max_batch_items=8,
-        max_queue=4,
-        calibrate=["pair"] * 2,
-        recalibrate_after_s=0.05,
-    )
+    engine = _engine(backend, "recal", calibrate=["pair"] * 2, recalibrate_after_s=0.05)
     await engine.start()
     try:
         assert backend.inferred.count(["pair", "pair"]) == 1
@@ -129,15 +120,7 @@ async def test_a_stale_figure_near_the_lowest_is_not_measured_again() -> None:
     # a batch of one item holds the model 50 ms, the calibration's one item too: the
     # figures agree unless a batch waited over 25 ms more for a thread
     backend = ScriptedBackend(infer_s=0.05)
-    engine = BatchingEngine(
-        backend,
-        name="recal",
-        max_batch_tokens=1000,
-        max_batch_items=8,
-        max_queue=4,
-        calibrate=["pair"],
-        recalibrate_after_s=0.0,
-    )
+    engine = _engine(backend, "recal", calibrate=["pair"], recalibrate_after_s=0.0)
     await engine.start()
     try:
         for _ in range(5):
@@ -151,12 +134,9 @@ async def test_a_stale_figure_near_the_lowest_is_not_measured_again() -> None:
 
 async def test_a_batch_never_runs_beside_a_recalibration() -> None:
     backend = ScriptedBackend()
-    engine = BatchingEngine(
+    engine = _engine(
         backend,
-        name="recal",
-        max_batch_tokens=1000,
-        max_batch_items=8,
-        max_queue=4,
+        "recal",
         lanes=2,  # two core threads: side by side would be possible
         calibrate=["pair"] * 2,
         recalibrate_after_s=0.05,
@@ -186,15 +166,7 @@ async def test_a_batch_never_runs_beside_a_recalibration() -> None:
 
 async def test_a_busy_engine_is_not_recalibrated() -> None:
     backend = ScriptedBackend()
-    engine = BatchingEngine(
-        backend,
-        name="busy",
-        max_batch_tokens=1000,
-        max_batch_items=8,
-        max_queue=4,
-        calibrate=["pair"],
-        recalibrate_after_s=0.0,
-    )
+    engine = _engine(backend, "busy", calibrate=["pair"], recalibrate_after_s=0.0)
     await engine.start()
     try:
         backend.forget()  # what start() ran: the calibration set infer_started
