@@ -181,15 +181,13 @@ async def test_the_event_loop_keeps_serving_while_a_worker_parses() -> None:
     async with sandbox() as box:
         await box.start()
         ticks = asyncio.create_task(ticker())
-        started = time.perf_counter()
         _, chunks = await _prepare(box, SLOW, "text")
-        took = time.perf_counter() - started
         ticks.cancel()
     assert len(chunks) > 1000
-    # The loop only moves bytes and builds the chunk objects: no pause near the
-    # document's time (parsing on the loop would pause it for all of it; a garbage
-    # collection or a busy machine may still pause it a little).
-    assert len(gaps) > 20 and max(gaps) < took / 2, (max(gaps), took)
+    # The loop only moves bytes and builds the chunk objects: it ticked all along
+    # (parsing on the loop would let it tick once before and once after). Counted, not
+    # timed: ci13 saw one 2.2 s pause in a 3.8 s parse on a loaded machine.
+    assert len(gaps) > 20, gaps
 
 
 async def test_hostile_documents_in_the_sandbox() -> None:
