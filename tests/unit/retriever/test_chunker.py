@@ -3,6 +3,7 @@ budget, overlap, and the summary leading the first chunk."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -358,6 +359,41 @@ def test_an_oversized_table_repeats_its_header_in_every_piece() -> None:
         assert body[:2] == ["| a | b |", "|---|---|"]
         seen += body[2:]
     assert seen == rows
+
+
+def _wordpieces(text: str) -> int:
+    """Like WordPiece: a word is a token, so is every punctuation mark ("-" included)."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def test_a_table_rule_of_many_dashes_is_repeated_short() -> None:
+    # Node.js's encodings table: a 230-dash rule is ~240 tokens, over the budget alone;
+    # repeated as written it left each piece one character of a row (2,317 chunks)
+    rows = [f"| `'enc-{i}'`{' ' * 10} | `'alias-{i}'`, `'other-{i}'` |" for i in range(30)]
+    table = f"| Encoding{' ' * 10} | Aliases{' ' * 200} |\n| {'-' * 18} | {'-' * 230} |\n"
+    chunks = chunk_document("T", table + "\n".join(rows), max_tokens=120, overlap_tokens=0,
+                            count=_wordpieces)
+    assert 2 <= len(chunks) <= 10
+    seen: list[str] = []
+    for chunk in chunks:
+        assert _wordpieces(chunk.text) <= 120
+        body = _body(chunk).split("\n")
+        assert body[:2] == ["| Encoding | Aliases |", "| --- | --- |"]
+        seen += body[2:]
+    assert seen == rows
+
+
+def test_a_table_header_over_half_the_budget_is_not_repeated() -> None:
+    header = "| " + " | ".join(f"c{i}" for i in range(30)) + " |"  # 61 tokens
+    rule = "|" + "---|" * 30  # 1 token
+    rows = ["| " + " | ".join(f"r{j}x{i}" for i in range(30)) + " |" for j in range(12)]
+    chunks = chunk_document("T", "\n".join([header, rule, *rows]), max_tokens=100,
+                            overlap_tokens=0, count=words)
+    # repeated, the header would leave 37 tokens a piece: every row cut in two
+    assert len(chunks) == 13  # the header once, then a row a chunk, each whole
+    assert all(words(c.text) <= 100 for c in chunks)
+    assert "\n".join(_body(c) for c in chunks).split("\n") == [header, rule, *rows]
+    assert sum(_body(c).startswith(header) for c in chunks) == 1
 
 
 def test_a_long_paragraph_is_cut_at_sentences_first() -> None:

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field, replace
 # grammar is now read with string methods below).
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _RULE_CELL = re.compile(r":?-+:?")
+_PADDING = re.compile(r" {2,}")
+_LONG_RULE = re.compile(r"-{4,}")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _MAX_HEADING_CHARS = 200
@@ -281,7 +283,10 @@ def _start_cut(section: int, block: str, cost: int, budget: int) -> _Cut:
         if len(opening) + len(closing) <= _MAX_WRAPPER_CHARS:
             return _Cut(section, opening, closing, _joined(inner, "\n"))
     elif len(lines) > 2 and all(ln.lstrip().startswith("|") for ln in lines):
-        header = "\n".join(lines[:2])
+        # Padding and long rules cost tokens in every piece but render the same: a
+        # rule of 230 dashes (Node.js's encodings table) is ~250 WordPiece tokens, more
+        # than a chunk, and left each piece one character of a row.
+        header = "\n".join([_PADDING.sub(" ", lines[0]), _LONG_RULE.sub("---", lines[1])])
         if len(header) <= _MAX_WRAPPER_CHARS and is_table_rule(lines[1]):
             # Each piece repeats the header row and rule, so it is still a table.
             return _Cut(section, header, "", _joined(lines[2:], "\n"))
@@ -328,6 +333,15 @@ def _cut_all(cuts: list[_Cut], budgets: Sequence[int], tally: _Tally) -> _Counti
     """Refines every cut's parts until each fits its budget; one count batch per round."""
     yield from tally.ask([t for c in cuts for t in (c.prefix, c.suffix, *(p for _, p in c.parts))])
     for cut in cuts:
+        if (cut.prefix or cut.suffix) and 2 * (
+            tally.cost(cut.prefix) + tally.cost(cut.suffix)
+        ) > budgets[cut.section]:
+            # wrappers this big would leave each piece a few characters: the block is
+            # cut as it stands, its header or fence lines once, in the first piece
+            head = [("", cut.prefix)] if cut.prefix else []
+            body = [("\n" if head and i == 0 else sep, t) for i, (sep, t) in enumerate(cut.parts)]
+            cut.parts = head + body + ([("\n", cut.suffix)] if cut.suffix else [])
+            cut.prefix = cut.suffix = ""
         cut.budget = max(budgets[cut.section] - tally.cost(cut.prefix) - tally.cost(cut.suffix), 1)
     while True:
         refined = False
