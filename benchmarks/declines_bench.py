@@ -96,7 +96,8 @@ def fit(asked: list[Asked]) -> dict[str, float]:
     declines already do not count); ties go to the widest gap, the threshold halfway
     in it."""
     best: tuple[int, float, float, float] | None = None
-    judged = [a for a in asked if not a.coverage.get("unknown_names")]
+    judged = [a for a in asked
+              if not (a.coverage.get("unknown_names") or a.coverage.get("passing_names"))]
     for w in [i / 20 for i in range(21)]:
         ev_in = [w * a.dense + (1 - w) * a.terms for a in judged if a.in_scope]
         ev_out = [w * a.dense + (1 - w) * a.terms for a in judged if not a.in_scope]

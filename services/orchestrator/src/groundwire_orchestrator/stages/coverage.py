@@ -18,6 +18,15 @@ stage weighs the evidence of the ranked candidates and declines when it is too w
      side by side; its words found apart ("gnu" in ``-std=gnu++11``, "make" anywhere)
      do not mention it. A tool named in lower case as the means a how-to question
      ends on ("How do I profile it with perf?") is a name too.
+     A name the candidates do contain, but only *in passing*, declines as well: one
+     that stands in no candidate's title, heading or file name, and is named in at
+     most ``PASSING_MAX_PASSAGES`` of them, or only in passages holding under
+     ``PASSING_SHARE`` of the question's other words the best passage holds. A
+     collection about a tool names it in its headings or beside the task; npm's
+     documentation mentions Yarn and Jest, Valgrind's AddressSanitizer and LLDB, in a
+     sentence or two about something else. Numbers ("after 30 days") are not names,
+     and names the question gives as examples ("extensions such as gnu++17") are not
+     its subject.
   2. *evidence* ``dense_weight * dense + (1 - dense_weight) * terms`` against
      ``threshold``: ``dense`` is the best dense cosine among the candidates (the
      retriever's raw dense-path score; 0 when none passed the dense floor), ``terms``
@@ -66,6 +75,19 @@ _HOW_TO = re.compile(r"^\W*how (?:do|can|should|would) (?:i|we|you|one)\b|^\W*ho
                      re.IGNORECASE)
 """A question asking how to do something: its closing "with X" is the means, not company
 ("which wine goes with salmon")."""
+_EXAMPLES = re.compile(
+    r"\b(?:such as|e\.g\.|for example|for instance|like|in favou?r of|instead of|rather than|"
+    r"other than)\b", re.IGNORECASE)
+"""Where a question starts giving examples or contrasts: names after it are not its subject."""
+PASSING_MAX_PASSAGES = 2
+PASSING_SHARE = 0.5
+"""A name in no title, heading or file name is mentioned in passing when at most
+PASSING_MAX_PASSAGES candidates name it, or the passages naming it hold under
+PASSING_SHARE of the question's other words that the best candidate holds. Set on the
+seen documentation sets (evals/docs-answers: npm, Valgrind, AWS, CMake): every
+out-of-scope name there but one is caught, one in-scope question is declined ("publish
+… through OpenID Connect", named once on its page); judged on the Node.js set, built
+blind before the rule was written (evals/docs-answers/README.md)."""
 TASK_DENSE_WEIGHT = 0.75
 TASK_THRESHOLD = 0.353
 """Chosen on the in-scope and out-of-scope questions of evals/declines (samples/corpus,
@@ -115,6 +137,8 @@ class Coverage:
     """Task evidence: dense and ``together`` weighed (hybrid)."""
     task_threshold: float = 0.0
     """Task evidence under this declines (0 = off)."""
+    passing_names: tuple[str, ...] = ()
+    """Names the candidates mention only in passing (hybrid only)."""
 
     def decline_reason(self) -> str:
         """What was looked for and why it counts as not covered, for the reader."""
@@ -122,6 +146,11 @@ class Coverage:
         if self.unknown_names:
             return (
                 f"looked for {what}; no passage mentions {', '.join(self.unknown_names)}"
+            )
+        if self.passing_names:
+            return (
+                f"looked for {what}; {', '.join(self.passing_names)} is mentioned only in "
+                "passing (in no title or heading, and not with the rest of the question)"
             )
         if self.evidence < self.threshold:
             return (
@@ -143,7 +172,8 @@ class CoverageParams:
     dense_weight: float = 0.5
     top_k: int = 20
     names: bool = False
-    """Decline when the question names something no candidate contains."""
+    """Decline when the question names something no candidate contains, or mentions
+    only in passing."""
     with_llm: bool = False
     """Act on the verdict when an LLM writes the answer too (it can decline by itself,
     and its HyDE rewrite changes the dense evidence the threshold was chosen on)."""
@@ -161,8 +191,11 @@ def names_in(query: str) -> list[str]:
         w = match.group(0)
         before = query[: match.start()].rstrip()
         opens_sentence = not before or before[-1] in ".!?:;\"'(\n"
-        if w.upper() in GENERIC_ACRONYMS:
-            continue
+        head, _, rest = w.partition("-")
+        if w.upper() in GENERIC_ACRONYMS or (
+            rest.islower() and head.upper() in GENERIC_ACRONYMS
+        ):
+            continue  # general vocabulary: "API", "CPU-heavy", "JSON-encoded"
         if (
             (w[0].isupper() and not opens_sentence)
             or (len(w) > 1 and w.isupper())
@@ -197,6 +230,43 @@ def means_named(query: str) -> list[str]:
     return [m.group(1)] if m and m.group(1) not in STOPWORDS else []
 
 
+def subject_names(query: str) -> list[str]:
+    """The names ``query`` asks about: its several-word names, then its single names and
+    the means it ends on, each once; not numbers, and not the names after it starts
+    giving examples ("such as gnu++17", "instead of Make")."""
+    cut = m.start() if (m := _EXAMPLES.search(query)) else len(query)
+    phrases = multiword_names(query)
+    inside = {w for p in phrases for w in _WORD.findall(p)}
+    single = [n for n in names_in(query) + means_named(query) if n not in inside]
+    return [n for n in dict.fromkeys(phrases + single)
+            if query.find(n) < cut and not n.replace(".", "").isdigit()]
+
+
+def _occurs(phrase: Sequence[str], words: Sequence[str]) -> bool:
+    """Whether ``phrase`` stands in ``words`` (its words side by side, in order)."""
+    n = len(phrase)
+    return n > 0 and any(list(words[i : i + n]) == list(phrase)
+                         for i in range(len(words) - n + 1))
+
+
+def _in_passing(
+    phrase: Sequence[str], wanted: set[str], passages: Sequence[Sequence[str]],
+    heads: Sequence[Sequence[str]],
+) -> bool:
+    """Whether ``passages`` mention ``phrase`` only in passing (see the module
+    docstring); ``heads`` are their titles, headings and file names."""
+    naming = [set(w) for w in passages if _occurs(phrase, w)]
+    if not naming or any(_occurs(phrase, h) for h in heads):
+        return False
+    if len(naming) <= PASSING_MAX_PASSAGES:
+        return True
+    other = wanted - set(phrase)
+    if not other:
+        return False
+    best = max(len(other & set(w)) for w in passages)
+    return max(len(other & w) for w in naming) < PASSING_SHARE * best
+
+
 def _side_by_side(phrase: Sequence[str], passages: Sequence[Sequence[str]]) -> bool:
     """Whether two consecutive words of ``phrase`` stand side by side in a passage."""
     pairs = set(pairwise(phrase))
@@ -220,6 +290,8 @@ class HybridEvidence:
     """The best share of the question's content words in one candidate: words spread
     over unrelated passages ("dynamodb" in an IAM policy, "capacity" in a quota page)
     are no evidence that any passage is about the question."""
+    passing_names: tuple[str, ...] = ()
+    """Names the candidates mention, but only in passing (see the module docstring)."""
 
 
 def hybrid_evidence(
@@ -234,6 +306,8 @@ def hybrid_evidence(
     wanted = set(content_words(query))
     together = 0.0
     passages: list[list[str]] = []
+    heads = [content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
+                           f"{' '.join(c.heading_path)}") for c in candidates]
     for c in candidates:
         sequence = content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
                                  f"{chunk_body(c)}")
@@ -252,8 +326,12 @@ def hybrid_evidence(
     unknown = tuple(phrases) + tuple(
         dict.fromkeys(n for n in single if not set(content_words(n)) <= found)
     )
+    passing = tuple(
+        n for n in subject_names(query)
+        if n not in unknown and _in_passing(content_words(n), wanted, passages, heads)
+    )
     evidence = dense_weight * dense + (1.0 - dense_weight) * terms
-    return HybridEvidence(evidence, dense, terms, unknown, together)
+    return HybridEvidence(evidence, dense, terms, unknown, together, passing)
 
 
 class CoverageStage:
@@ -280,7 +358,7 @@ class CoverageStage:
             reason = f"cross-encoder score {best:.3f} < {p.rerank_threshold:g}"
         else:
             h = hybrid_evidence(inp.query, top, dense_weight=p.dense_weight)
-            named_off = p.names and bool(h.unknown_names)
+            named_off = p.names and bool(h.unknown_names or h.passing_names)
             task = p.task_dense_weight * h.dense + (1.0 - p.task_dense_weight) * h.together
             task_off = p.threshold > 0 and task < p.task_threshold
             verdict = Coverage(
@@ -295,6 +373,7 @@ class CoverageStage:
                 searched_words(inp.query),
                 task,
                 p.task_threshold if p.threshold > 0 else 0.0,
+                h.passing_names if p.names else (),
             )
             bm25 = [s for c in top if (s := c.path_score("bm25")) is not None]
             details.update(
@@ -306,6 +385,7 @@ class CoverageStage:
                 bm25=f"{max(bm25):.3f}" if bm25 else "none",
                 dense_weight=f"{p.dense_weight:g}",
                 unknown_names=", ".join(h.unknown_names),
+                passing_names=", ".join(h.passing_names),
             )
             reason = verdict.decline_reason()
         details.update(

@@ -105,6 +105,11 @@ class LiveDocsStage:
                 f"out of scope: the question names {', '.join(h.unknown_names)}, which no "
                 "passage of the collection contains"
             )
+        if h.passing_names:
+            return False, (
+                f"out of scope: the question names {', '.join(h.passing_names)}, which the "
+                "collection mentions only in passing"
+            )
         if h.evidence < p.min_evidence:
             return False, f"out of scope: hybrid evidence {h.evidence:.3f} < {p.min_evidence:g}"
         return True, ""
