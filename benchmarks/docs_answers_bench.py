@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import gzip
 import json
 import re
 import shutil
@@ -74,7 +75,8 @@ def cites(page: str, cited: list[str]) -> bool:
 
 def collect(spec: dict[str, Any], into: Path) -> int:
     """Copies the set's pages (``include`` globs under ``corpus``) into ``into``,
-    keeping their paths (the source ids); returns how many."""
+    keeping their paths (the source ids; a gzipped page decompressed, without its
+    ``.gz``); returns how many."""
     corpus = Path(spec["corpus"])
     if not corpus.is_dir():
         raise FileNotFoundError(f"{corpus}: the set's documentation is not installed here")
@@ -83,7 +85,10 @@ def collect(spec: dict[str, Any], into: Path) -> int:
         rel = path.relative_to(corpus).as_posix()
         if path.is_file() and any(fnmatch.fnmatch(rel, g) for g in spec.get("include", ["*"])):
             (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, into / rel)
+            if rel.endswith(".gz"):  # Debian gzips the larger pages of a package's docs
+                (into / rel[:-3]).write_bytes(gzip.decompress(path.read_bytes()))
+            else:
+                shutil.copyfile(path, into / rel)
             n += 1
     return n
 
