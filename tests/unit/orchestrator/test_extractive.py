@@ -412,6 +412,33 @@ async def test_a_how_to_answer_states_its_pages_synopsis() -> None:
     assert "synopsis" not in report.details
 
 
+BUILD = """## NAME
+buildah\\-build - Build an image using instructions from Containerfiles
+
+## SYNOPSIS
+
+**buildah build** [*options*] [*context*]
+
+## DESCRIPTION
+Builds an image using instructions from one or more Containerfiles and a specified
+build context directory.
+"""
+
+
+async def test_a_man_pages_bold_synopsis_is_its_synopsis() -> None:
+    """Man pages written in Markdown (go-md2man) set the command line in bold, not in a
+    code block: four words, under the five a lone sentence needs to be quoted."""
+    sources = [
+        NumberedSource(1, chunk(1, BUILD, title="buildah-build", source="buildah-build.1.md")),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+    stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1)
+    how = "How do I build an image from one or more Containerfiles?"
+    text, report = await stage.run(ExtractiveInput(how, sources, ""))
+    assert "**buildah build** [*options*] [*context*]" in text, text
+    assert report.details["synopsis"] == "buildah-build > SYNOPSIS"
+
+
 async def test_a_synopsis_in_a_chunk_of_its_own_is_read_for_the_answer() -> None:
     """Pages cut at their headings leave the synopsis a chunk no search returns."""
     synopsis, description = EXPLAIN.split("### Description")

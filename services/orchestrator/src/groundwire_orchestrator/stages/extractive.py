@@ -28,7 +28,8 @@ its own order). A how-to question ("how do I", "which command") adds PROCEDURE_B
 to blocks holding code: code shares few words with a question, yet is what such a
 question asks for. Such an answer also states the command its best block's page
 documents: the page's synopsis (a code block under a Synopsis, Usage, Syntax or
-Signature heading), from the excerpts or, when none holds it, read from the collection
+Signature heading, else the command line there: man pages written in Markdown set it
+in bold), from the excerpts or, when none holds it, read from the collection
 through ``read_synopsis`` (a page cut at its headings leaves it a chunk of its own that
 shares few words with any question). On npm's documentation (evals/docs-answers) the
 answers named the page and quoted "this command will print..." without the command.
@@ -207,10 +208,13 @@ def _keepable(unit: Unit) -> bool:
     return not pointer_only(strip_markers(unit.text)) and len(unit.text) <= MAX_UNIT_CHARS
 
 
-def _quotable(block: Block) -> bool:
+def _quotable(block: Block, *, synopsis: bool = False) -> bool:
     """Whether a block says enough to be quoted: something in it is cited (code, or a
     sentence or row of CITED_WORDS content words); a lone sentence or item needs five
-    words and must not end as a lead-in to something left out."""
+    words and must not end as a lead-in to something left out. Under a synopsis heading
+    a command line of two words or more is enough ("**buildah tag** *name*")."""
+    if synopsis:
+        return any(u.kind == "code" or len(content_words(u.text)) >= 2 for u in block.units)
     if not any(u.kind == "code" or len(content_words(u.text)) >= CITED_WORDS
                for u in block.units):
         return False
@@ -247,9 +251,9 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
     label = heading_label(cand)
     units = quotable_units(chunk_body(cand))
     for block in blocks_of(units, max_chars=MAX_BLOCK_CHARS, keep=_keepable):
-        if not _quotable(block):
-            continue
         heading = block.heading or section
+        if not _quotable(block, synopsis=bool(_SYNOPSIS.match(heading))):
+            continue
         body = " ".join(_plain(u) for u in block.units)
         scored = f"{heading}: {body}".strip(": ")[:MAX_SCORED_CHARS]
         # the page's file name too: reference pages are named after what they document
@@ -269,14 +273,15 @@ def _candidates(src: NumberedSource) -> list[_Candidate]:
 
 def synopsis_of(page: str, candidates: Sequence[_Candidate]) -> int | None:
     """The index of ``page``'s synopsis among ``candidates``: a code block under a
-    Synopsis (Usage, Syntax, Signature) heading, not flagged; None when its excerpts
-    hold none."""
-    return next(
-        (i for i, c in enumerate(candidates)
-         if c.page == page and not c.flagged and c.block.has_code
-         and _SYNOPSIS.match(c.section)),
-        None,
-    )
+    Synopsis (Usage, Syntax, Signature) heading, not flagged, else the first paragraph
+    there (man pages written in Markdown set the command line in bold: "**buildah
+    build** [*options*]"); None when its excerpts hold neither."""
+    under = [i for i, c in enumerate(candidates)
+             if c.page == page and not c.flagged and _SYNOPSIS.match(c.section)]
+    code = [i for i in under if candidates[i].block.has_code]
+    prose = [i for i in under if candidates[i].block.kind == "prose"]
+    found = code or prose
+    return found[0] if found else None
 
 
 def answering_items(candidate: _Candidate, cosines: Mapping[str, float]) -> Block:
