@@ -348,3 +348,26 @@ def test_a_name_in_several_passages_is_in_passing_only_away_from_the_task() -> N
     with_task = hybrid_evidence(question, [scored(c, 0.5) for c in [NPM_DOCS[1], *beside]],
                                 dense_weight=0.5)
     assert with_task.passing_names == () and with_task.unknown_names == ()
+
+
+def test_a_name_in_the_passage_best_holding_the_task_is_not_in_passing() -> None:
+    # named in one passage, never in a heading, but that passage is where the task is
+    # (samples/corpus's installation page; npm's "publish through OpenID Connect")
+    question = "Which command exports the MiniLM model before the first start?"
+    pages = [
+        chunk(30, "Build the MiniLM model once before the first start: the command "
+              "groundwire models build minilm exports it.", source="installation.md",
+              title="Installing", heading=("Build the model once",)),
+        chunk(31, "Start the stack with groundwire up.", source="installation.md",
+              title="Installing", heading=("Start the stack",)),
+    ]
+    h = hybrid_evidence(question, [scored(c, 0.5) for c in pages], dense_weight=0.5)
+    assert h.passing_names == () and h.unknown_names == ()
+    # the same name, only beside other words, is in passing
+    aside = dataclasses.replace(pages[1], text=pages[1].text + " It embeds with MiniLM.")
+    unnamed = chunk(32, "Build the model once before the first start: the command "
+                    "groundwire models build exports it.", source="installation.md",
+                    title="Installing", heading=("Build the model once",))
+    elsewhere = [unnamed, aside]
+    h = hybrid_evidence(question, [scored(c, 0.5) for c in elsewhere], dense_weight=0.5)
+    assert h.passing_names == ("MiniLM",)

@@ -91,14 +91,13 @@ async def test_a_question_naming_another_product_is_out_of_scope() -> None:
 
 async def test_a_question_naming_a_product_mentioned_only_in_passing_is_out_of_scope() -> None:
     aside = replace(
-        chunk(2, "Ferry copies folders into a vault, much as Syncthing does."),
-        path_scores=(("dense", 0.5),),
+        chunk(2, "Unlike Syncthing, ferry keeps every version."), path_scores=(("dense", 0.5),)
     )
     lookup = FakeLookup()
     stage = LiveDocsStage(lookup, LiveDocsParams(min_evidence=0.0))
-    outcome, report = await stage.run(
-        LiveDocsInput("docs", "how do I copy folders with Syncthing", NOT_COVERED, (aside,))
-    )
+    outcome, report = await stage.run(LiveDocsInput(
+        "docs", "how do I copy folders with Syncthing", NOT_COVERED, (*COLLECTED, aside)
+    ))
     assert outcome.candidates == () and lookup.calls == []
     assert report.details["skipped"] == (
         "out of scope: the question names Syncthing, which the collection mentions only in "
