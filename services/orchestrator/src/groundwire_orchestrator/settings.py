@@ -195,8 +195,8 @@ class OrchestratorSettings(ServiceSettings):
         description="Coverage stage without a reranker: decline when the question names "
         "something (a capitalised word, an acronym, a word with digits) that none of the "
         "top DECLINE_TOP_K chunks contains, or that they mention only in passing (in no "
-        "title, heading or file name, and in at most two of them or away from the rest "
-        "of the question).",
+        "title, heading or file name, and only in passages that are not where the rest "
+        "of the question is).",
     )
     decline_dense_weight: float = Field(
         0.35,
