@@ -4,7 +4,7 @@ MiB, and ends as a skip with its reason or as chunks, never as an exception."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 import tracemalloc
 
 import pytest
@@ -14,28 +14,30 @@ from groundwire_retriever.ingest.parsers import parse
 from groundwire_retriever.ingest.pipeline import ChunkingPolicy, DocumentInput, prepare_chunks
 from tests.fixtures.hostile import HOSTILE, MIB, Hostile
 
-# Generous for a loaded 2-core machine; before the fix the fastest of these took 11 s.
-SECONDS = 2.0
+# A hang (some of these took hours before the fix) ends the test, whatever the machine's
+# load; the work itself is bounded by the memory it may take. Speed: benchmarks.
+TIMEOUT_S = 60.0
 PEAK_BYTES = 64 * MIB  # the largest document is 1 MiB
 
 
 @pytest.mark.parametrize("doc", HOSTILE, ids=[h.name for h in HOSTILE])
 async def test_hostile_document_is_bounded(doc: Hostile) -> None:
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         try:
-            chunks = await prepare_chunks(
-                DocumentInput(doc.name, doc.content, filename=doc.filename), ChunkingPolicy()
+            chunks = await asyncio.wait_for(
+                prepare_chunks(
+                    DocumentInput(doc.name, doc.content, filename=doc.filename),
+                    ChunkingPolicy(),
+                ),
+                TIMEOUT_S,
             )
             outcome, reason = "ingested", ""
         except InvalidInput as error:
             outcome, reason, chunks = "skipped", error.message, []
-        seconds = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert seconds < SECONDS, f"{doc.name} took {seconds:.2f} s"
     assert peak < PEAK_BYTES, f"{doc.name} peaked at {peak / MIB:.0f} MiB"
     assert outcome in doc.outcomes, (outcome, reason)
     assert doc.reason in reason
