@@ -392,13 +392,18 @@ installed in the current project, one line for every package that depends on it.
 """
 
 
+def _page_and_pasta(page: str, title: str, source: str) -> list[NumberedSource]:
+    """A reference page as the first excerpt, and an unrelated second one."""
+    return [
+        NumberedSource(1, chunk(1, page, title=title, source=source)),
+        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
+    ]
+
+
 async def test_a_how_to_answer_states_its_pages_synopsis() -> None:
     """The description answers in words and never names the command; the synopsis
     names it and shares too few words with the question to be chosen by its score."""
-    sources = [
-        NumberedSource(1, chunk(1, EXPLAIN, title="npm-explain", source="npm-explain.md")),
-        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
-    ]
+    sources = _page_and_pasta(EXPLAIN, "npm-explain", "npm-explain.md")
     stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1)
     how = "How do I see the chain of dependencies that installed a given package?"
     text, report = await stage.run(ExtractiveInput(how, sources, ""))
@@ -428,10 +433,7 @@ build context directory.
 async def test_a_man_pages_bold_synopsis_is_its_synopsis() -> None:
     """Man pages written in Markdown (go-md2man) set the command line in bold, not in a
     code block: four words, under the five a lone sentence needs to be quoted."""
-    sources = [
-        NumberedSource(1, chunk(1, BUILD, title="buildah-build", source="buildah-build.1.md")),
-        NumberedSource(2, chunk(2, "Spaghetti cooks in nine minutes in salted water.")),
-    ]
+    sources = _page_and_pasta(BUILD, "buildah-build", "buildah-build.1.md")
     stage = ExtractiveAnswerStage(FakeEmbedder(), max_blocks=1)
     how = "How do I build an image from one or more Containerfiles?"
     text, report = await stage.run(ExtractiveInput(how, sources, ""))
