@@ -306,8 +306,6 @@ def hybrid_evidence(
     wanted = set(content_words(query))
     together = 0.0
     passages: list[list[str]] = []
-    heads = [content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
-                           f"{' '.join(c.heading_path)}") for c in candidates]
     for c in candidates:
         sequence = content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
                                  f"{chunk_body(c)}")
@@ -326,9 +324,12 @@ def hybrid_evidence(
     unknown = tuple(phrases) + tuple(
         dict.fromkeys(n for n in single if not set(content_words(n)) <= found)
     )
+    named = [n for n in subject_names(query) if n not in unknown]
+    # titles, headings and file names: only read when the question names something
+    heads = [content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
+                           f"{' '.join(c.heading_path)}") for c in candidates] if named else []
     passing = tuple(
-        n for n in subject_names(query)
-        if n not in unknown and _in_passing(content_words(n), wanted, passages, heads)
+        n for n in named if _in_passing(content_words(n), wanted, passages, heads)
     )
     evidence = dense_weight * dense + (1.0 - dense_weight) * terms
     return HybridEvidence(evidence, dense, terms, unknown, together, passing)
