@@ -16,7 +16,9 @@ HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0
 SLOW = 300
 SILENT = 20
-SLACK_S = 1.5  # scheduling on a busy 2-core machine
+# Generous for a loaded machine: a connection never cut off would stay open as long as
+# it dribbles (until the scenario's 20 s bound), so under 9 s is the deadline at work.
+SLACK_S = 8.0
 
 
 async def _slow_headers(port: int, *, send: bool) -> float:
