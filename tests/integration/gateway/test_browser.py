@@ -143,7 +143,9 @@ async def test_page_shows_errors_without_breaking(browser: BrowserContext, gatew
     await page.wait_for_selector("#answer[data-state='done']", timeout=15_000)
     assert await page.locator("#transcript article.turn").count() == 2
     assert await page.get_attribute("#transcript", "aria-live") == "polite"
-    # Tab order: question, then the Ask button
+    # Tab order at rest: question, then the Ask button (enabled again just after the
+    # answer's state is written; while disabled, Tab skips it to Stop: ci15)
+    await page.wait_for_selector("#send:not([disabled])", timeout=15_000)
     await question.focus()
     await page.keyboard.press("Tab")
     assert await page.evaluate("document.activeElement.id") == "send"
