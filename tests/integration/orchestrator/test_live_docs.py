@@ -237,7 +237,7 @@ def stages(events: Sequence[pb.AskEvent]) -> dict[str, Any]:
     return {s.name: s for s in report.stages}
 
 
-async def test_an_uncovered_in_domain_question_is_answered_from_live_pages(
+async def test_a_thinly_covered_in_domain_question_is_answered_from_live_pages(
     stack: Stack,
 ) -> None:
     site, base = stack.site, stack.site.base
@@ -245,7 +245,9 @@ async def test_an_uncovered_in_domain_question_is_answered_from_live_pages(
     events = await ask(stack, IN_DOMAIN, "plain")
     report = stages(events)
     coverage, live = report["coverage"].details, report["live_docs"].details
-    assert coverage["covered"] == "no", coverage
+    # half its words are in the synced pages: covered thinly (weak evidence, no decline),
+    # which is what sends an in-domain question to the live pages
+    assert coverage["covered"] == "yes" and coverage["thin"] == "yes", coverage
     assert live.get("skipped", "") == "", live
     # three lookups: the oversized page, the keys page, the off-domain redirect; the
     # robots.txt-disallowed page is refused without a fetch (and not counted)

@@ -149,14 +149,21 @@ async def test_the_report_states_evidence_threshold_and_verdict() -> None:
     assert report.details["method"] == "hybrid" and report.details["threshold"] == "0.6"
     assert report.details["evidence"] == "1.000" and report.details["covered"] == "yes"
     assert report.details["bm25"] == "7.500" and "declined" not in report.details
+    assert not covered.thin and report.details["thin"] == "no"
 
-    weak, report = await stage.run(
-        CoverageInput("when do tulips flower in spring", [scored(CORPUS[0], 0.31)], False)
-    )
-    assert not weak.covered and weak.evidence < 0.6
+    # evidence under the threshold alone is no decline: the question is covered thinly
+    # (answered; looked up live too when that is on). On the labelled sets this rule
+    # declined answerable questions and no out-of-scope one the other rules let through.
+    question, weak = "when do tulips flower in spring", [scored(CORPUS[0], 0.31)]
+    thin, report = await stage.run(CoverageInput(question, weak, False))
+    assert thin.covered and thin.thin and thin.evidence < 0.6
+    assert report.details["thin"] == "yes" and "declined" not in report.details
+    # the task rule declines it: none of its words in the one passage, a weak dense match
+    declined, report = await CoverageStage(TASK).run(CoverageInput(question, weak, False))
+    assert not declined.covered and declined.task < declined.task_threshold
     assert report.details["declined"] == (
-        "looked for tulips, flower, spring; no passage covers them closely enough "
-        f"(evidence {weak.evidence:.2f} < 0.6)"
+        "looked for tulips, flower, spring; no one passage holds them together "
+        f"(task evidence {declined.task:.2f} < 0.435)"
     )
 
     named, report = await stage.run(
@@ -305,6 +312,21 @@ def test_the_subject_names_are_neither_numbers_nor_examples() -> None:
         "How do I turn off compiler extensions such as gnu++17 in favour of plain c++17?"
     ) == []
     assert subject_names("How do I build with Ninja instead of GNU Make?") == ["Ninja"]
+
+
+def test_numbers_and_examples_no_passage_holds_are_not_unknown_names() -> None:
+    # CMake commands' set: "17" (of cxx_std_17) is in no passage, and it is an example's
+    # number, not something the question asks about; nor is an example's name
+    question = "How do I require a C++ language feature such as cxx_std_17 for a target?"
+    top = [scored(c, 0.5) for c in BUILD_DOCS]
+    assert hybrid_evidence(question, top, dense_weight=0.5).unknown_names == ()
+    example = "How do I add a rule for a build tool, for example Bazel?"
+    assert hybrid_evidence(example, top, dense_weight=0.5).unknown_names == ()
+    # the same number or name as the question's subject is still looked for
+    assert hybrid_evidence("How do I set the C++ version to 17?", top,
+                           dense_weight=0.5).unknown_names == ()  # numbers never are
+    assert hybrid_evidence("How do I add a rule in Bazel?", top,
+                           dense_weight=0.5).unknown_names == ("Bazel",)
 
 
 async def test_a_name_mentioned_only_in_passing_declines() -> None:

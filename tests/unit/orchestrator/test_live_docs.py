@@ -80,6 +80,15 @@ async def test_a_covered_question_is_not_looked_up() -> None:
     assert report.details["skipped"] == "the collection covers the question"
 
 
+async def test_a_thinly_covered_in_domain_question_is_looked_up_too() -> None:
+    lookup = FakeLookup()
+    stage = LiveDocsStage(lookup, LiveDocsParams(max_lookups=3, min_evidence=0.2))
+    thin = Coverage(True, "hybrid", 0.42, 0.52, thin=True)
+    outcome, report = await stage.run(_input("how do I rotate the keys of a ferry vault", thin))
+    assert outcome.candidates == (LIVE,) and len(lookup.calls) == 1
+    assert "skipped" not in report.details and report.details["lookups"] == "2"
+
+
 async def test_a_question_naming_another_product_is_out_of_scope() -> None:
     lookup = FakeLookup()
     stage = LiveDocsStage(lookup, LiveDocsParams(min_evidence=0.0))

@@ -185,10 +185,12 @@ class OrchestratorSettings(ServiceSettings):
         0.52,
         ge=0,
         le=1,
-        description="Coverage stage without a reranker: the chain declines when "
-        "DECLINE_DENSE_WEIGHT * best dense cosine + (1 - weight) * share of the question's "
-        "words in the top DECLINE_TOP_K chunks is under this; 0 = off. Chosen on "
-        "evals/declines with MiniLM (see benchmarks/README.md); model-dependent.",
+        description="Coverage stage without a reranker: a question whose evidence "
+        "(DECLINE_DENSE_WEIGHT * best dense cosine + (1 - weight) * share of the question's "
+        "words in the top DECLINE_TOP_K chunks) is under this is covered thinly: answered "
+        "from the collection, and looked up live too when LIVE_DOCS is on; not a decline "
+        "by itself. 0 = off, and the task rule (words held together in one chunk) with it. "
+        "Chosen on evals/declines with MiniLM (see benchmarks/README.md); model-dependent.",
     )
     decline_unknown_names: bool = Field(
         True,

@@ -7,8 +7,10 @@ domain, it searches the vendor's documentation live (allowed domains only, at mo
 lookups) and cites those pages; out-of-scope questions are still refused without
 searching. Here:
 
-- The stage runs only after the coverage stage found the collection short
-  (``Coverage.covered`` false); a covered question never leaves the collection.
+- The stage runs only after the coverage stage found the collection short: not
+  covered, or covered thinly (``Coverage.thin``: weak evidence, answered from the
+  collection, live pages added first); a question covered well never leaves the
+  collection.
 - **In-domain** is decided from the same evidence the coverage stage weighs (over
   the collection's own candidates): the question names nothing that no candidate
   contains (a name the collection never mentions is another product: out of scope,
@@ -126,7 +128,7 @@ class LiveDocsStage:
             ms = (time.perf_counter() - started) * 1e3
             return outcome, StageReport("live_docs", ms, fallback, reason, dep, details)
 
-        if inp.coverage.covered:
+        if inp.coverage.covered and not inp.coverage.thin:
             details["skipped"] = "the collection covers the question"
             return done(LiveDocsOutcome())
         domain, why = self.in_domain(inp.query, inp.candidates)
