@@ -95,6 +95,12 @@ def test_names_are_capitalised_words_after_a_sentence_start_acronyms_and_digits(
     # read as a two-word name its reference never writes, and declined)
     assert names_in("How do I run CPU-heavy JavaScript on another thread?") == ["JavaScript"]
     assert names_in("How do I decode UTF-8 bytes?") == ["UTF-8"]
+    # CMake target properties' set (built blind): "Windows GUI" read as a two-word name
+    # no page writes, "ABI" as a name its pages mention only in passing; both declined
+    assert names_in("How do I build a Windows GUI executable that starts at WinMain?") == [
+        "Windows", "WinMain"
+    ]
+    assert names_in("How do I set the ABI version of a shared library in my IDE?") == []
 
 
 def test_together_is_the_best_share_of_the_question_words_in_one_passage() -> None:

@@ -111,11 +111,13 @@ paraphrased in-scope questions ("does a request still succeed when one part of t
 pipeline is broken", 0.41 at weight 0.5) hold their words as far apart as off-topic
 ones do (benchmarks/README.md, "Answers on documentation nobody here wrote")."""
 GENERIC_ACRONYMS = frozenset(
-    "API APIS CLI CPU CSV DNS FAQ GPU HTML HTTP HTTPS ID IDS IP JSON OS PDF RAM REST SDK "
-    "SQL SSL TLS UI URL URLS UTF XML YAML".split()
+    "ABI API APIS CLI CPU CSV DNS FAQ GPU GUI HTML HTTP HTTPS ID IDE IDS IP JSON OS PDF RAM "
+    "REST SDK SQL SSL TLS UI URL URLS UTF XML YAML".split()
 )
 """Acronyms of general vocabulary, not names: a collection about one product need not
-spell out "API" to answer a question about its API."""
+spell out "API" to answer a question about its API. ABI, GUI and IDE were added after the
+CMake target properties set (built blind) declined "the ABI version … soname" and "a
+Windows GUI executable" for them."""
 
 
 @dataclass(frozen=True)
