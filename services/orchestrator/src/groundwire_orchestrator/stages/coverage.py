@@ -44,9 +44,9 @@ stage weighs the evidence of the ranked candidates and declines when it is too w
   documentation on, looked up on the collection's sites as well. On the labelled sets
   (evals/declines, 2 sets; evals/docs-answers, 11) it declined no out-of-scope question
   that another rule let through, and 7 answerable ones ("How do I call a function and
-  see what it returned?" on the Lambda examples: the page says "invoke"), the
-  evidence of ``benchmarks/README.md``. The best BM25 score is reported but not
-  weighed: its scale depends on the collection.
+  see what it returned?" on the Lambda examples: the page says "invoke"; figures in
+  ``benchmarks/README.md``). The best BM25 score is reported but not weighed: its
+  scale depends on the collection.
 
 A decline says what was looked for (the question's words) and which rule declined.
 
