@@ -14,8 +14,11 @@ from groundwire_orchestrator.stages.extractive import (
     ExtractiveAnswerStage,
     ExtractiveInput,
     cite,
+    runnable,
     select_mmr,
 )
+from groundwire_orchestrator.text.blocks import blocks_of
+from groundwire_orchestrator.text.quotes import quotable_units
 from tests.unit.orchestrator.doubles import DIMS, FakeEmbedder, FakeReranker, chunk
 
 
@@ -269,6 +272,31 @@ async def test_an_example_is_quoted_whole_with_the_sentence_that_introduces_it()
         "--versioning-configuration Status=Enabled\n```\n[1]"
     )
     assert report.details["kinds"] == "example"
+
+
+CANCEL = (
+    "The following `cancel-key-deletion` example cancels the scheduled deletion of a "
+    "customer managed KMS key.\n\n```\naws kms cancel-key-deletion \\\n"
+    "    --key-id 1234abcd-12ab-34cd-56ef-1234567890ab\n```\n\n"
+    "Output:\n\n```\n{\n    \"KeyId\": \"arn:aws:kms:us-west-2:111122223333:key/"
+    "1234abcd-12ab-34cd-56ef-1234567890ab\"\n}\n```"
+)
+
+
+def test_code_introduced_as_output_is_not_a_procedure() -> None:
+    # the AWS CLI's examples follow each command with what it prints: "How do I stop a
+    # key's pending deletion?" quoted the JSON, which a how-to bonus had pushed up
+    blocks = blocks_of(quotable_units(CANCEL), max_chars=700)
+    assert [b.kind for b in blocks] == ["example", "example"]
+    command, output = blocks
+    assert "aws kms cancel-key-deletion" in command.units[-1].text and runnable(command)
+    assert '"KeyId"' in output.units[-1].text and not runnable(output)
+    for lead in ("Example output:", "Sample output", "**Output:**"):
+        shown = CANCEL.replace("Output:", lead)
+        assert not runnable(blocks_of(quotable_units(shown), max_chars=700)[1]), lead
+    # a command whose introduction mentions output is still one
+    sends = CANCEL.replace("Output:", "Write the output to a file:")
+    assert runnable(blocks_of(quotable_units(sends), max_chars=700)[1])
 
 
 async def test_a_paragraph_is_quoted_whole_and_a_pointer_is_not_a_block() -> None:

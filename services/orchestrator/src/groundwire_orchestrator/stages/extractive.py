@@ -26,10 +26,13 @@ blocks, ``per_source`` from one excerpt, MAX_ANSWER_CHARS in all after the first
 best block's excerpt first (then each excerpt by its best block, an excerpt's blocks in
 its own order). A how-to question ("how do I", "which command") adds PROCEDURE_BONUS
 to blocks holding code: code shares few words with a question, yet is what such a
-question asks for. Such an answer also states the command its best block's page
-documents: the page's synopsis (a code block under a Synopsis, Usage, Syntax or
-Signature heading, else the command line there: man pages written in Markdown set it
-in bold), from the excerpts or, when none holds it, read from the collection
+question asks for; not to code introduced as output ("Output:", "Example output"),
+which shows what a command prints, not what to run (the AWS CLI's examples follow
+each command with its output: "How do I stop a key's pending deletion?" quoted
+cancel-key-deletion's JSON, not the command). Such an answer also states the command
+its best block's page documents: the page's synopsis (a code block under a Synopsis,
+Usage, Syntax or Signature heading, else the command line there: man pages written in
+Markdown set it in bold), from the excerpts or, when none holds it, read from the collection
 through ``read_synopsis`` (a page cut at its headings leaves it a chunk of its own that
 shares few words with any question). On npm's documentation (evals/docs-answers) the
 answers named the page and quoted "this command will print..." without the command.
@@ -129,6 +132,10 @@ _PROCEDURE = re.compile(
     r"^\W*(?:how (?:do|can|should|would) (?:i|we|you|one)|how to|(?:which|what) commands?)\b",
     re.IGNORECASE,
 )
+_OUTPUT = re.compile(
+    r"^\W*(?:(?:sample|example|expected|command)\s+)?output\b", re.IGNORECASE
+)
+"""The line introducing a code block that is a command's output, not a command."""
 _SYNOPSIS = re.compile(r"^\W*(?:synopsis|usage|syntax|signature)s?\W*$", re.IGNORECASE)
 """The heading of a reference page's command line or signature: man pages, npm and
 CMake call it Synopsis, others Usage, Syntax or Signature."""
@@ -298,6 +305,13 @@ def answering_items(candidate: _Candidate, cosines: Mapping[str, float]) -> Bloc
     if len(kept) == len(block.units):
         return block
     return dataclasses.replace(block, units=kept, whole_list=False)
+
+
+def runnable(block: Block) -> bool:
+    """Whether a block holds code that is not introduced as output ("Output:", or under
+    a bold "**Output:**" line, which reads as a heading)."""
+    return any(u.kind == "code" and not _OUTPUT.match(strip_markers(u.context or u.heading))
+               for u in block.units)
 
 
 def compose(quoted: Sequence[tuple[Block, int, str]]) -> str:
@@ -536,7 +550,7 @@ class ExtractiveAnswerStage:
             # "how do I ..." is answered by the commands more often than by the prose
             # around them, and code says little in words the question shares
             scores = [
-                s + PROCEDURE_BONUS if c.block.has_code else s
+                s + PROCEDURE_BONUS if runnable(c.block) else s
                 for s, c in zip(scores, candidates, strict=True)
             ]
             details["code_bonus"] = f"{PROCEDURE_BONUS:g} (a how-to question)"
