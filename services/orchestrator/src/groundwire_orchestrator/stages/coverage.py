@@ -332,18 +332,17 @@ def hybrid_evidence(
         if wanted:
             together = max(together, len(wanted & words) / len(wanted))
     terms = len(wanted & found) / len(wanted) if wanted else 0.0
-    # a several-word name is absent unless two of its words stand side by side; its
-    # single words are then not reported again
-    # only the names the question asks about: "17" in "such as cxx_std_17" is neither
-    phrases = [p for p in multiword_names(query)
-               if _is_subject(query, p) and not _side_by_side(content_words(p), passages)]
-    inside = {w for p in phrases for w in _WORD.findall(p)}
-    single = [n for n in names_in(query) + means_named(query)
-              if n not in inside and _is_subject(query, n)]
-    unknown = tuple(phrases) + tuple(
-        dict.fromkeys(n for n in single if not set(content_words(n)) <= found)
+    # the names the question asks about (not "17" of "such as cxx_std_17"), read once: a
+    # several-word name is absent unless two of its words stand side by side, a single
+    # name unless all its words are found
+    subjects = subject_names(query)
+    phrases = set(multiword_names(query))
+    unknown = tuple(
+        n for n in subjects
+        if (not _side_by_side(content_words(n), passages) if n in phrases
+            else not set(content_words(n)) <= found)
     )
-    named = [n for n in subject_names(query) if n not in unknown]
+    named = [n for n in subjects if n not in unknown]
     # titles, headings and file names: only read when the question names something
     heads = [content_words(f"{c.title} {_IDENTIFIER_JOINS.sub(' ', c.source_id)} "
                            f"{' '.join(c.heading_path)}") for c in candidates] if named else []
